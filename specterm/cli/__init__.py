@@ -1,0 +1,48 @@
+"""Entry point ``specterm``. Each subcommand lives in its own module ``specterm/cli/<name>.py``
+with a ``register(subparsers)`` function; heavy imports (vLLM, Textual) happen inside handlers so
+``specterm --help`` and the commands that do not need them stay fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from specterm import __version__
+from specterm.errors import SpectermError
+
+# Order is the order in --help.
+COMMANDS = ("chat", "run", "replay", "bench", "doctor", "models")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specterm", description="See what your speculative decoder is doing.")
+    parser.add_argument("--version", action="version", version=f"specterm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        module_name = f"specterm.cli.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name == module_name:  # command not built yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SpectermError as err:
+        print(f"specterm: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("specterm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

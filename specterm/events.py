@@ -1,0 +1,254 @@
+"""The event vocabulary every part of specterm speaks.
+
+Event sources (the live engine and agent, the session replayer, the NVML sampler) produce these
+models; sinks (the UI, the recorder, the headless printer) consume them. A session file is JSONL:
+one event per line, the first a ``session_started`` carrying ``FORMAT_VERSION``.
+
+Glossary — one *speculative step* for one request: the draft proposes tokens d1..dk (k may vary per
+step and may be 0); the target verifies them in one forward pass, keeps the longest prefix it agrees
+with, d1..da (a <= k), and then emits one token of its own.
+
+``accepted``
+    a draft token the target kept (d1..da).
+``correction``
+    the target's own token at the first disagreeing position (a < k). vLLM calls it "recovered".
+``bonus``
+    the target's extra token after all k drafts were kept (a = k).
+``target``
+    a token from a step with no draft at all (k = 0: no n-gram match, speculation off).
+``rejected``
+    draft tokens d(a+1)..dk: proposed, thrown away, never part of the output. They live in
+    ``SpecStep.rejected``, never in ``SpecStep.tokens``.
+``forced``
+    a flag on top of a verdict: the grammar allowed exactly one token at that position.
+
+Every event has a ``type`` discriminator (snake_case) and ``t``: seconds since the session started.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+FORMAT_VERSION = 1
+
+Verdict = Literal["accepted", "correction", "bonus", "target"]
+"""Verdicts of emitted tokens. ``rejected`` drafts are never emitted (see ``SpecStep.rejected``)."""
+
+VERDICTS: tuple[str, ...] = ("accepted", "correction", "bonus", "target")
+StepKind = Literal["validate", "retrieve", "tool_call", "tool", "answer"]
+
+
+class BaseEvent(BaseModel):
+    # Unknown fields are ignored so a newer writer's additive fields do not break an older reader.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    t: float = 0.0
+
+
+class Token(BaseModel):
+    """One emitted token: its id, decoded text piece, verdict and grammar-forced flag."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    id: int
+    text: str
+    verdict: Verdict
+    forced: bool = False
+
+
+class SessionStarted(BaseEvent):
+    type: Literal["session_started"] = "session_started"
+    format_version: int = FORMAT_VERSION
+    specterm_version: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, Any] = Field(default_factory=dict)
+    """target, draft, method, num_speculative_tokens, dtype ..."""
+    agent: str | None = None
+    host: str = ""
+
+
+class UserMessage(BaseEvent):
+    type: Literal["user_message"] = "user_message"
+    request_id: str
+    text: str
+
+
+class RequestStarted(BaseEvent):
+    """One engine generation (an agent step may run one) begins."""
+
+    type: Literal["request_started"] = "request_started"
+    request_id: str
+    prompt_tokens: int = 0
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpecStep(BaseEvent):
+    """One engine step for one request, with exact per-token verdicts.
+
+    ``drafted`` holds all k draft ids verified in this step; ``accepted`` = a; ``tokens`` are the
+    emitted tokens (a + 1 of them when k > 0, unless the request stopped early on EOS/max tokens);
+    ``rejected`` = drafted[a:].
+    """
+
+    type: Literal["spec_step"] = "spec_step"
+    request_id: str
+    index: int
+    drafted: list[int] = Field(default_factory=list)
+    accepted: int = 0
+    tokens: list[Token] = Field(default_factory=list)
+    rejected: list[int] = Field(default_factory=list)
+    rejected_text: list[str] = Field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class RequestFinished(BaseEvent):
+    type: Literal["request_finished"] = "request_finished"
+    request_id: str
+    finish_reason: str | None = None
+    text: str = ""
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    wall_s: float = 0.0
+    cancelled: bool = False
+
+
+class EngineCounters(BaseEvent):
+    """vLLM's own spec-decode counters for one request, reconciled against specterm's verdicts."""
+
+    type: Literal["engine_counters"] = "engine_counters"
+    request_id: str
+    ours: dict[str, Any] = Field(default_factory=dict)
+    vllm: dict[str, Any] = Field(default_factory=dict)
+    matched: bool = True
+    detail: str = ""
+
+
+class AgentStepStarted(BaseEvent):
+    type: Literal["agent_step_started"] = "agent_step_started"
+    request_id: str
+    step: int
+    kind: StepKind
+
+
+class AgentStepFinished(BaseEvent):
+    type: Literal["agent_step_finished"] = "agent_step_finished"
+    request_id: str
+    step: int
+    kind: StepKind
+    latency_s: float = 0.0
+    ttft_s: float | None = None
+    tokens: int = 0
+    ok: bool = True
+
+
+class ToolCall(BaseEvent):
+    type: Literal["tool_call"] = "tool_call"
+    request_id: str
+    step: int
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw: str = ""
+
+
+class ToolResult(BaseEvent):
+    type: Literal["tool_result"] = "tool_result"
+    request_id: str
+    step: int
+    name: str
+    ok: bool = True
+    content: str = ""
+    error: str | None = None
+    truncated: bool = False
+    latency_s: float = 0.0
+
+
+class Passage(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    doc: str
+    score: float
+    text: str
+
+
+class Retrieval(BaseEvent):
+    type: Literal["retrieval"] = "retrieval"
+    request_id: str
+    step: int
+    query: str
+    passages: list[Passage] = Field(default_factory=list)
+
+
+class GpuSample(BaseEvent):
+    """One NVML reading for one device. ``source`` names what ``bw_util_pct`` means:
+    ``gpm_dram_bw`` is real DRAM bandwidth utilisation (GPM, Hopper+); ``mem_duty_cycle`` is the
+    percent of time memory was read or written (not bandwidth); ``none`` means unavailable."""
+
+    type: Literal["gpu_sample"] = "gpu_sample"
+    device: int = 0
+    name: str = ""
+    source: Literal["gpm_dram_bw", "mem_duty_cycle", "none"] = "none"
+    bw_util_pct: float | None = None
+    est_gbps: float | None = None
+    peak_gbps: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    power_w: float | None = None
+
+
+class GpuStatus(BaseEvent):
+    """Sampler state changes: ``ok``, ``no_gpu``, ``no_driver``, ``permission``, ``device_lost``,
+    ``error``; ``message`` is one human-readable line."""
+
+    type: Literal["gpu_status"] = "gpu_status"
+    state: str
+    message: str = ""
+    device: int | None = None
+
+
+class Error(BaseEvent):
+    type: Literal["error"] = "error"
+    level: Literal["warning", "error"] = "error"
+    where: str = ""
+    message: str
+    request_id: str | None = None
+
+
+class SessionEnded(BaseEvent):
+    type: Literal["session_ended"] = "session_ended"
+    reason: str = "done"
+
+
+EVENT_CLASSES: tuple[type[BaseEvent], ...] = (
+    SessionStarted,
+    UserMessage,
+    RequestStarted,
+    SpecStep,
+    RequestFinished,
+    EngineCounters,
+    AgentStepStarted,
+    AgentStepFinished,
+    ToolCall,
+    ToolResult,
+    Retrieval,
+    GpuSample,
+    GpuStatus,
+    Error,
+    SessionEnded,
+)
+Event = Annotated[Union[EVENT_CLASSES], Field(discriminator="type")]  # type: ignore[valid-type]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: frozenset[str] = frozenset(c.model_fields["type"].default for c in EVENT_CLASSES)
+
+
+def dump_event(event: BaseEvent) -> str:
+    """One JSON line, no trailing newline."""
+    return event.model_dump_json()
+
+
+def parse_event(data: str | bytes | dict[str, Any]) -> Event:
+    """Parse one event; raises ``pydantic.ValidationError`` on a bad shape or unknown type."""
+    if isinstance(data, dict):
+        return EVENT_ADAPTER.validate_python(data)
+    return EVENT_ADAPTER.validate_json(data)

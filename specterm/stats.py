@@ -1,0 +1,160 @@
+"""One summary of a stream of events, shared by every consumer.
+
+The headless ``run`` summary line, ``replay --summary``, the dashboard panels and the engine's
+reconciliation against vLLM all read these numbers, so they always agree. Definitions follow vLLM's
+(see ``vllm/v1/spec_decode/metrics.py``):
+
+* acceptance rate = accepted draft tokens / drafted tokens;
+* mean acceptance length = 1 + accepted / drafts, where a *draft* is a step with k > 0;
+* per-position acceptance i = drafts whose i-th token was accepted / drafts.
+
+The accumulators are incremental (``add``), so a live UI and a 100k-step replay cost the same per
+event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, RequestFinished, SpecStep
+
+
+@dataclass
+class SpecStats:
+    """Verdict counts for one scope (a request, or a whole session)."""
+
+    by_verdict: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    forced: int = 0
+    rejected: int = 0
+    steps: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def add_step(self, step: SpecStep) -> None:
+        self.steps += 1
+        for tok in step.tokens:
+            self.by_verdict[tok.verdict] += 1
+            self.forced += tok.forced
+        self.rejected += len(step.rejected)
+        k = len(step.drafted)
+        if k:
+            self.drafts += 1
+            self.draft_tokens += k
+            self.accepted += step.accepted
+            if len(self.accepted_per_pos) < k:
+                self.accepted_per_pos.extend([0] * (k - len(self.accepted_per_pos)))
+            for i in range(step.accepted):
+                self.accepted_per_pos[i] += 1
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.by_verdict.values())
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return 1.0 + self.accepted / self.drafts if self.drafts else None
+
+    @property
+    def per_position(self) -> list[float]:
+        return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "by_verdict": dict(self.by_verdict),
+            "forced": self.forced,
+            "rejected": self.rejected,
+            "steps": self.steps,
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted": self.accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "mean_acceptance_length": self.mean_acceptance_length,
+            "per_position": self.per_position,
+        }
+
+
+@dataclass
+class RequestSummary:
+    request_id: str
+    stats: SpecStats = field(default_factory=SpecStats)
+    ttft_s: float | None = None
+    wall_s: float | None = None
+    finish_reason: str | None = None
+    cancelled: bool = False
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        if not self.wall_s:
+            return None
+        return self.stats.tokens / self.wall_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            **self.stats.as_dict(),
+            "ttft_s": self.ttft_s,
+            "wall_s": self.wall_s,
+            "tokens_per_s": self.tokens_per_s,
+            "finish_reason": self.finish_reason,
+            "cancelled": self.cancelled,
+        }
+
+
+@dataclass
+class SessionSummary:
+    """Whole-session and per-request figures, fed one event at a time."""
+
+    session: SpecStats = field(default_factory=SpecStats)
+    requests: dict[str, RequestSummary] = field(default_factory=dict)
+    agent_steps: list[AgentStepFinished] = field(default_factory=list)
+    step_wall_s: list[float] = field(default_factory=list)
+    """Wall time of every engine step, in order (the latency sparkline)."""
+    step_accept: list[float] = field(default_factory=list)
+    """Per engine step with drafts: accepted / drafted (the acceptance sparkline)."""
+
+    def request(self, request_id: str) -> RequestSummary:
+        req = self.requests.get(request_id)
+        if req is None:
+            req = self.requests[request_id] = RequestSummary(request_id)
+        return req
+
+    def add(self, event: BaseEvent) -> None:
+        if isinstance(event, SpecStep):
+            self.session.add_step(event)
+            self.request(event.request_id).stats.add_step(event)
+            self.step_wall_s.append(event.wall_s)
+            if event.drafted:
+                self.step_accept.append(event.accepted / len(event.drafted))
+        elif isinstance(event, RequestFinished):
+            req = self.request(event.request_id)
+            req.ttft_s, req.wall_s = event.ttft_s, event.wall_s
+            req.finish_reason, req.cancelled = event.finish_reason, event.cancelled
+        elif isinstance(event, AgentStepFinished):
+            self.agent_steps.append(event)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session.as_dict(),
+            "requests": [r.as_dict() for r in self.requests.values()],
+            "agent_steps": [s.model_dump(exclude={"type"}) for s in self.agent_steps],
+        }
+
+
+def summarize(events: Iterable[BaseEvent]) -> SessionSummary:
+    summary = SessionSummary()
+    for event in events:
+        summary.add(event)
+    return summary
+
+
+def fmt_opt(value: float | None, spec: str = ".2f", none: str = "–") -> str:
+    """Format an optional number for display (``–`` when undefined, e.g. no drafts yet)."""
+    return none if value is None else format(value, spec)
