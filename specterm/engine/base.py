@@ -1,0 +1,128 @@
+"""The engine interface every source of live tokens implements.
+
+A ``SpecEngine`` turns a prompt into a stream of events (``request_started``, one ``spec_step`` per
+engine step, ``engine_counters``, ``request_finished``) delivered to a ``sink`` callable. The same
+interface runs target-only (``EngineConfig.method = None``) so every comparison uses one code path.
+
+Threading: an engine is driven from ONE thread (not the UI's event loop). ``generate`` blocks until
+the request ends and calls ``sink`` from that thread; a UI wraps the sink with ``post_message``.
+``cancel`` (a ``threading.Event``) stops a request between engine steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from specterm.events import BaseEvent, RequestFinished
+
+Sink = Callable[[BaseEvent], None]
+Method = Literal["draft_model", "ngram", "eagle", "eagle3", "suffix"]
+NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
+
+
+class EngineConfig(BaseModel):
+    """What to load. Fields map onto vLLM ``EngineArgs``; ``extra_engine_args`` passes through."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str
+    draft: str | None = None
+    method: Method | None = "draft_model"
+    """``None`` runs target-only (speculation off)."""
+    num_speculative_tokens: int = Field(4, ge=1, le=16)
+    dtype: str = "float32"
+    max_model_len: int = Field(1024, ge=16)
+    seed: int = 0
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    structured_output_backend: Literal["xgrammar", "guidance", "outlines", "auto"] = "xgrammar"
+    ngram_prompt_lookup_min: int = Field(2, ge=1)
+    ngram_prompt_lookup_max: int = Field(5, ge=1)
+    extra_engine_args: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def speculative(self) -> bool:
+        return self.method is not None
+
+    def models_summary(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "draft": self.draft if self.method in NEEDS_DRAFT_MODEL else None,
+            "method": self.method or "none",
+            "num_speculative_tokens": self.num_speculative_tokens if self.method else 0,
+            "dtype": self.dtype,
+        }
+
+
+class GenerationParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int = Field(128, ge=1, le=32768)
+    temperature: float = Field(0.0, ge=0.0, le=5.0)
+    json_schema: dict[str, Any] | None = None
+    stop: list[str] = Field(default_factory=list)
+    seed: int | None = None
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema_is_json_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from specterm.engine.schema import check_json_schema
+
+            check_json_schema(value)
+        return value
+
+
+class Capabilities(BaseModel):
+    """What an engine can report; the UI hides what an engine cannot do."""
+
+    speculative: bool
+    verdicts: bool
+    """Exact per-token verdicts (the scheduler hook is installed)."""
+    structured_output: bool
+    reconcile: bool
+    """Counts are checked against the backend's own counters after each request."""
+    backend: str
+    sampling_verification_broken: bool = False
+    """Temperature > 0 verification is known broken on this backend (vLLM CPU build)."""
+
+
+class SessionClock:
+    """Seconds since the session started: the ``t`` of every event."""
+
+    def __init__(self) -> None:
+        self._t0 = time.monotonic()
+
+    def __call__(self) -> float:
+        return time.monotonic() - self._t0
+
+
+class SpecEngine(ABC):
+    config: EngineConfig
+    capabilities: Capabilities
+
+    @abstractmethod
+    def generate(
+        self,
+        prompt: str,
+        params: GenerationParams,
+        sink: Sink,
+        *,
+        request_id: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RequestFinished:
+        """Run one request to completion (or cancellation), emitting its events to ``sink``."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the engine's resources."""
+
+    def __enter__(self) -> "SpecEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
