@@ -227,3 +227,18 @@ def test_close_frees_everything_and_period_is_clamped():
     assert sampler.sample_once() is None
     with pytest.raises(ValueError):
         GpuSampler(print, period_s=0)
+
+
+def test_a_sink_may_stop_the_sampler_from_inside_an_event():
+    fake = FakeNvml([FakeGpu()])
+    sampler = None
+
+    def sink(event):
+        if isinstance(event, GpuSample):
+            sampler.stop()  # same thread, lock held: must not deadlock
+
+    sampler = GpuSampler(sink, nvml=fake)
+    sampler.sample_once()
+    assert sampler.sample_once() == 0.25
+    assert sampler.finished and fake.initialised == 0
+    assert sampler.sample_once() is None

@@ -66,7 +66,8 @@ class GpuSampler:
         self._finished = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()  # sample_once vs close from another thread
+        # sample_once vs close from another thread; re-entrant because a sink may call stop().
+        self._lock = threading.RLock()
 
     # -- public surface ----------------------------------------------------------------------------
 
@@ -126,12 +127,12 @@ class GpuSampler:
                     self._setup()
                     return self.period_s  # GPM needs a second sample before it can say anything
                 for current in self._targets:
-                    samples.append(devices.read_sample(self._nvml, current))
+                    samples.append(GpuSample(t=self._now(), **devices.read_sample(self._nvml, current)))
             except Exception as err:  # noqa: BLE001 - every failure becomes a status, never a raise
                 return self._fail(err, None if current is None else current.index)
             self._backoff = self._first_backoff
-            for fields in samples:
-                self._emit(GpuSample(t=self._clock(), **fields))
+            for sample in samples:
+                self._emit(sample)
             return self.period_s
 
     # -- internals ---------------------------------------------------------------------------------
@@ -189,7 +190,14 @@ class GpuSampler:
         if state == self._state:
             return
         self._state = state
-        self._emit(GpuStatus(t=self._clock(), state=state, message=message, device=device))
+        self._emit(GpuStatus(t=self._now(), state=state, message=message, device=device))
+
+    def _now(self) -> float:
+        try:
+            return float(self._clock())
+        except Exception:  # noqa: BLE001 - a broken clock must not take telemetry down
+            log.exception("GPU sampler clock raised")
+            return 0.0
 
     def _emit(self, event: BaseEvent) -> None:
         try:
