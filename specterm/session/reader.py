@@ -1,0 +1,342 @@
+"""Reading session files, including damaged and hostile ones.
+
+``read_session(path)`` returns a ``SessionData`` or raises ``SessionFileError`` (one line, naming
+the file) — never anything else, and it never writes. The policy, problem by problem:
+
+* **unreadable file** (missing, a directory, no permission), **empty file**, a **first line** that
+  is not a ``session_started`` header, a **format version** it cannot read: ``SessionFileError``.
+* **truncated last line** (the recorder was killed mid-write): dropped, with a warning; everything
+  before it is replayed.
+* a later line that is **not JSON**, **invalid UTF-8**, or **JSON of the wrong shape**: skipped with a
+  warning naming the line. After ``MAX_DETAILED_WARNINGS`` such warnings the rest are counted, so a
+  file of a million bad lines cannot fill memory with messages.
+* **unknown event types** (a newer writer's additions): skipped and counted in ``skipped_unknown``,
+  with one warning naming a few of the types.
+* a line longer than ``MAX_LINE_BYTES`` (e.g. 10 MB): skipped with a warning, read in bounded
+  chunks and discarded, so memory stays bounded by the limit, not by the line.
+* **timestamps going backwards** or not finite: kept as written, with one warning; the replayer
+  clamps its waits so it never sleeps a negative time.
+* **gzip**: supported transparently, recognised by its magic bytes whatever the file is called.
+  xz, bzip2 and zstd are recognised and refused by name (decompress first).
+* untrusted text (tokens with ANSI/OSC escapes or Rich markup) is kept verbatim: making it inert is
+  the renderer's job (``specterm.render.inert``); warnings quote file content with ``repr``, which
+  escapes control characters.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import math
+import operator
+import os
+import zlib
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from specterm.errors import SessionFileError
+from specterm.events import EVENT_ADAPTER, EVENT_TYPES, FORMAT_VERSION, Event, SessionStarted
+from specterm.session import migrate
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""Longest line read (4 MiB). The largest real events (a long answer's full text, a tool result)
+are well under it; a longer line is skipped rather than held in memory."""
+
+MAX_DETAILED_WARNINGS = 20
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_REFUSED_MAGIC = {b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd"}
+_DECOMPRESS_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+@dataclass
+class SessionData:
+    """One session file, read. ``events`` is everything after the header, in file order."""
+
+    path: Path
+    header: SessionStarted
+    events: list[Event] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped_unknown: int = 0
+    """Events of a type this specterm does not know (skipped)."""
+    format_version: int = FORMAT_VERSION
+    """The version the file was written in (events were migrated if it is older)."""
+    compressed: bool = False
+
+
+def _show(value: Any, width: int = 40) -> str:
+    """Quote untrusted file content for a message: ``repr`` escapes control characters."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _first_error(err: ValidationError) -> str:
+    """The first problem of a validation error as one short line, e.g. ``tokens.0.verdict: Input
+    should be 'accepted', …``."""
+    first = err.errors(include_url=False, include_input=False)[0]
+    loc = ".".join(str(p) for p in first["loc"][1:] or first["loc"])  # [0] is the union tag
+    msg = first["msg"].splitlines()[0]
+    return _show(f"{loc}: {msg}" if loc else msg, 100).strip("'\"")
+
+
+def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
+    """Open ``path`` for binary reading, transparently gunzipping. Returns (stream, raw file):
+    the same object for a plain file; closing a GzipFile does not close the file under it."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by read_session
+    except FileNotFoundError:
+        raise SessionFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SessionFileError(f"{path}: is a directory, not a session file") from None
+    except OSError as err:
+        raise SessionFileError(f"{path}: cannot open: {err.strerror or err}") from None
+    try:
+        magic = raw.read(6)
+        raw.seek(0)
+    except OSError as err:
+        raw.close()
+        raise SessionFileError(f"{path}: cannot read: {err.strerror or err}") from None
+    if magic.startswith(_GZIP_MAGIC):
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    for prefix, kind in _REFUSED_MAGIC.items():
+        if magic.startswith(prefix):
+            raw.close()
+            raise SessionFileError(f"{path}: is {kind}-compressed; decompress it first (gzip is read directly)")
+    return raw, raw
+
+
+class _Lines:
+    """Bounded line reading. ``next()`` returns ``(line, length)``: ``(b"", 0)`` at the end, and
+    ``(None, length)`` for a line over the limit, which is read and discarded in ``limit``-sized
+    pieces. (The event loop inlines the happy path of ``next`` for speed.)"""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        self.readline = stream.readline
+        self.limit = limit
+        self.number = 0
+
+    def next(self) -> tuple[bytes | None, int]:
+        line = self.readline(self.limit + 1)
+        if not line:
+            return b"", 0
+        self.number += 1
+        # At most limit + 1 bytes came back: a newline at the end means the line fits.
+        if len(line) <= self.limit or line.endswith(b"\n"):
+            return line, len(line)
+        return None, self.discard_rest(line)
+
+    def discard_rest(self, head: bytes) -> int:
+        """Skip the rest of an over-long line whose first piece is ``head``; returns its length."""
+        length = len(head)
+        line = head
+        while not line.endswith(b"\n"):
+            line = self.readline(self.limit)
+            if not line:
+                break
+            length += len(line)
+        return length
+
+
+class _Problems:
+    """Warnings about skipped lines, with detail for the first few and a count after that."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.detailed: list[str] = []
+        self.more = 0
+
+    def add(self, number: int, what: str) -> None:
+        if len(self.detailed) < MAX_DETAILED_WARNINGS:
+            self.detailed.append(f"{self.name}: line {number}: {what}")
+        else:
+            self.more += 1
+
+    def lines(self) -> list[str]:
+        tail = [f"{self.name}: {self.more} more bad lines skipped"] if self.more else []
+        return self.detailed + tail
+
+
+def _read_header(lines: _Lines, name: str) -> tuple[SessionStarted, int]:
+    try:
+        line, length = lines.next()
+    except _DECOMPRESS_ERRORS as err:
+        raise SessionFileError(f"{name}: not a readable gzip file ({err})") from None
+    if line == b"" and length == 0:
+        raise SessionFileError(f"{name}: empty file, not a specterm session")
+    if line is None:
+        raise SessionFileError(f"{name}: first line is {length} bytes, not a specterm session header")
+    try:
+        # Explicit UTF-8 (json.loads would guess UTF-16 from bytes); tolerate an editor's BOM.
+        obj = json.loads(line.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        if not line.endswith(b"\n"):
+            raise SessionFileError(f"{name}: file ends inside its first line; not a complete session") from None
+        raise SessionFileError(f"{name}: not a specterm session file (line 1 is not JSON)") from None
+    if not isinstance(obj, dict) or obj.get("type") not in migrate.OLDEST_HEADER_TYPES:
+        raise SessionFileError(f"{name}: not a specterm session file (line 1 is not a session_started header)")
+    version = migrate.header_version(obj, name)
+    migrate.check_version(version, name)
+    upgrade = migrate.migrator(version)
+    try:
+        header = SessionStarted.model_validate(upgrade(obj) if upgrade is not None else obj)
+    except ValidationError as err:
+        raise SessionFileError(f"{name}: invalid session header: {_first_error(err)}") from None
+    return header, version
+
+
+def _classify(line: bytes, number: int, problems: _Problems, unknown: dict[str, int]) -> None:
+    """Explain why ``line`` did not validate (the slow path, only for bad lines)."""
+    if not line.strip():
+        return  # blank lines are harmless (a hand-edited file); skip them silently
+    truncated = not line.endswith(b"\n")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        problems.add(number, f"not valid UTF-8 (byte {err.start}); skipped")
+        return
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        if truncated:
+            problems.add(number, "truncated last line (the recording was cut off mid-write); ignored")
+        else:
+            problems.add(number, "not JSON; skipped")
+        return
+    if not isinstance(obj, dict):
+        problems.add(number, f"a JSON {type(obj).__name__}, not an event object; skipped")
+        return
+    kind = obj.get("type")
+    if isinstance(kind, str) and kind not in EVENT_TYPES:
+        unknown[kind] = unknown.get(kind, 0) + 1
+        return
+    try:
+        EVENT_ADAPTER.validate_python(obj)
+    except ValidationError as err:
+        problems.add(number, f"invalid {_show(kind) if kind is not None else 'event'}: {_first_error(err)}; skipped")
+        return
+    # json accepted what pydantic's parser did not (e.g. a lone surrogate escape).
+    problems.add(number, "JSON this reader cannot decode (bad string escape); skipped")
+
+
+def read_session(
+    path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES, freeze_gc: bool = False
+) -> SessionData:
+    """Read a session file; see the module docstring for how each kind of damage is handled.
+
+    ``freeze_gc=True`` is for a process that keeps the events for its whole life (``specterm
+    replay``): it calls ``gc.freeze()`` after parsing, so the cyclic GC never rescans the million
+    or so objects of a big session (each full rescan costs about as much as the parse itself).
+    The cost: cyclic garbage among objects alive at that moment is never collected, so a library
+    caller in a long-running process should leave it off."""
+    path = Path(path)
+    name = str(path)
+    stream, raw = _open(path)
+    compressed = stream is not raw
+    # Parsing allocates ~10 objects per token step and frees none, so the cyclic GC would rescan
+    # the growing list over and over (≈ 2× the parse time for a 100k-step file). Events hold no
+    # reference cycles; pausing collection while parsing is safe, and it is restored after.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with raw, stream:
+            lines = _Lines(stream, max_line_bytes)
+            header, version = _read_header(lines, name)
+            data = SessionData(path=path, header=header, format_version=version, compressed=compressed)
+            _read_events(lines, data, name, migrate.migrator(version))
+    except OSError as err:  # e.g. EIO from a failing disk, mid-file
+        raise SessionFileError(f"{name}: read failed: {err.strerror or err}") from None
+    finally:
+        if freeze_gc:
+            gc.freeze()
+        if gc_was_enabled:
+            gc.enable()
+    return data
+
+
+def _read_events(lines: _Lines, data: SessionData, name: str, upgrade: migrate.Migration | None) -> None:
+    problems = _Problems(name)
+    unknown: dict[str, int] = {}
+    events = data.events
+    # Hot loop (100k+ lines): locals instead of attribute lookups, and no exception raised on the
+    # happy path.
+    append = events.append
+    validate_json = EVENT_ADAPTER.validator.validate_json
+    validate_python = EVENT_ADAPTER.validator.validate_python
+    readline, limit = lines.readline, lines.limit
+    cap = limit + 1
+    number = lines.number
+    while True:
+        try:
+            line = readline(cap)
+            if not line:
+                break
+            number += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                length = lines.discard_rest(line)
+                problems.add(number, f"{length} bytes, over the {_size(limit)} line limit; skipped")
+                continue
+        except _DECOMPRESS_ERRORS as err:
+            data.warnings.append(
+                f"{name}: compressed data is damaged after line {number} ({err}); replaying what came before"
+            )
+            break
+        if upgrade is None:
+            try:
+                append(validate_json(line))
+            except ValidationError:
+                _classify(line, number, problems, unknown)
+        else:
+            try:
+                obj = json.loads(line.decode("utf-8"))
+                # A migration sees only objects; whatever it trips over makes the line bad, not the file.
+                append(validate_python(upgrade(obj) if isinstance(obj, dict) else obj))
+            except Exception:  # noqa: BLE001
+                _classify(line, number, problems, unknown)
+    data.warnings.extend(problems.lines())
+    if unknown:
+        data.skipped_unknown = sum(unknown.values())
+        kinds = ", ".join(_show(k) for k in sorted(unknown)[:5]) + (", …" if len(unknown) > 5 else "")
+        data.warnings.append(
+            f"{name}: skipped {data.skipped_unknown} events of unknown type ({kinds}); "
+            "written by a newer specterm?"
+        )
+    _check_times(data, name)
+    if not events or events[-1].type != "session_ended":
+        data.warnings.append(f"{name}: no session_ended at the end: the recording stopped early (crash or kill?)")
+
+
+def _size(n: int) -> str:
+    """A byte count in words, e.g. ``4 MiB``."""
+    return f"{n // (1024 * 1024)} MiB" if n and n % (1024 * 1024) == 0 else f"{n} bytes"
+
+
+def _check_times(data: SessionData, name: str) -> None:
+    """Warn (once each) about timestamps that go backwards or are not finite numbers."""
+    times = list(map(attrgetter("t"), data.events))
+    # Fast path in C for the usual file: every time finite and never decreasing.
+    if all(map(math.isfinite, times)) and all(map(operator.le, times, times[1:])):
+        return
+    backwards = bad = 0
+    first_back: int | None = None
+    last = -math.inf
+    for i, t in enumerate(times):
+        if not math.isfinite(t):
+            bad += 1
+            continue
+        if t < last:
+            backwards += 1
+            if first_back is None:
+                first_back = i
+        last = t
+    if backwards:
+        data.warnings.append(
+            f"{name}: timestamps go backwards {backwards} time(s) (first at event {first_back}); "
+            "replay will not wait there"
+        )
+    if bad:
+        data.warnings.append(f"{name}: {bad} event(s) have a non-finite timestamp; replay will not wait there")
