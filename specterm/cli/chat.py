@@ -1,0 +1,79 @@
+"""``specterm chat``: the dashboard and chat console on a live engine (or ``--replay FILE``).
+
+The engine is built on a worker thread after the UI is up, so the screen shows "starting engine…"
+instead of a frozen terminal; if it cannot start (e.g. the vLLM extra is missing) the app shows
+"engine failed to start: <reason>" instead of a traceback. Engine flags are ``run``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chat", help="interactive dashboard and chat console (live engine or --replay)",
+                       description=__doc__)
+    from specterm.cli.common import add_engine_args
+
+    add_engine_args(p)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--replay", metavar="FILE", help="open a recorded session instead of a live engine")
+    p.add_argument("--speed", type=float, default=1.0, help="replay speed (0 = as fast as possible)")
+    p.add_argument("--theme", help="theme name (specterm-dark, specterm-light, specterm-high-contrast, or a user theme)")
+    p.add_argument("--theme-file", action="append", default=[], metavar="FILE",
+                   help="load a theme file (TOML/JSON; repeatable); a broken file is reported and skipped")
+    p.add_argument("--no-gpu", action="store_true", help="do not sample NVML (GPU panel off)")
+    from specterm.session.recorder import add_record_args
+
+    add_record_args(p)
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from specterm.errors import ConfigError
+    from specterm.ui.app import make_app, run_replay_app
+
+    ui = dict(theme=args.theme, theme_files=args.theme_file)
+    if args.replay:
+        return run_replay_app(args.replay, speed=args.speed, **ui)
+
+    from specterm.cli.common import engine_config_from_args, session_header
+    from specterm.engine import GenerationParams, SessionClock
+    from specterm.session.recorder import recorder_from_args
+    from specterm.ui.app import engine_runner
+
+    try:
+        params = GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    config = engine_config_from_args(args)
+    clock = SessionClock()
+    header = session_header(config)
+    recorder = recorder_from_args(args, header)
+
+    def factory():  # runs on the app's worker thread
+        from specterm.engine import load_engine
+
+        return load_engine(config, clock=clock)
+
+    app = make_app(
+        engine_factory=factory,
+        runner_factory=lambda engine: engine_runner(engine, params, clock),
+        header=header,
+        gpu=not args.no_gpu,
+        tap=recorder.write if recorder is not None else None,
+        **ui,
+    )
+    try:
+        app.run()
+    finally:
+        if app.engine is not None:
+            app.engine.close()
+        if recorder is not None:
+            recorder.close()
+            print(f"specterm: session recorded to {recorder.path}")
+    return 0

@@ -1,0 +1,483 @@
+"""The specterm app: ``make_app`` builds it for the CLI (live chat, replay) and for tests.
+
+Threading: the engine, the replayer and the NVML sampler each run on their own thread and push
+events into ``EventBridge``; the UI drains it on ``EventsReady`` and updates widgets once per batch
+(panels at most ~10 Hz). Nothing slow runs on the event loop: the engine is built in a thread
+worker, each prompt runs in a thread worker, and cancelling only sets a ``threading.Event``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from specterm.events import BaseEvent, Error, SessionStarted, UserMessage
+from specterm.ui.bridge import RESET, EventBridge
+from specterm.ui.entries import ViewOptions
+from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone
+from specterm.ui.screens.error import EngineErrorScreen
+from specterm.ui.screens.main import MainScreen
+from specterm.ui.state import ViewState
+from specterm.ui.theming import DEFAULT_THEME, TOKEN_VARIABLES, load_themes
+from specterm.ui.widgets.legend import Legend
+from specterm.ui.widgets.panel import Panel
+from specterm.ui.widgets.prompt_input import PromptInput
+from specterm.ui.widgets.session_header import SessionHeader
+from specterm.ui.widgets.transcript import Transcript
+
+Sink = Callable[[BaseEvent], None]
+Runner = Callable[[str, Sink, threading.Event], Any]
+"""Runs one prompt to completion on a worker thread, emitting events to the sink; stops early when
+the event is set. ``specterm chat`` passes an agent; the default runs the bare engine."""
+
+BATCH = 20_000
+"""Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 100.0, math.inf)
+
+
+def engine_runner(engine: Any, params: Any = None, clock: Callable[[], float] | None = None) -> Runner:
+    """A runner that sends the prompt straight to ``engine`` (no agent)."""
+    from specterm.engine.base import GenerationParams, SessionClock
+
+    params = params or GenerationParams()
+    clock = clock or SessionClock()
+    counter = itertools.count()
+
+    def run(text: str, sink: Sink, cancel: threading.Event) -> Any:
+        rid = f"chat-{next(counter)}"
+        sink(UserMessage(t=clock(), request_id=rid, text=text))
+        return engine.generate(text, params, sink, request_id=rid, cancel=cancel)
+
+    return run
+
+
+class SpecTermApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "specterm"
+    BINDINGS = [
+        Binding("escape", "cancel", "cancel"),
+        Binding("space", "toggle_pause", "pause"),
+        Binding("n,full_stop", "step", "step"),
+        Binding("e", "end", "end"),
+        Binding("plus,equals_sign", "faster", "faster"),
+        Binding("minus", "slower", "slower"),
+        Binding("f2,p", "toggle_panels", "panels"),
+        Binding("f3,r", "toggle_rejected", "rejected"),
+        Binding("f4,f", "toggle_forced", "forced"),
+        Binding("ctrl+y", "copy_answer", "copy answer", show=False),
+        Binding("ctrl+s", "export_svg", "svg"),
+    ]
+    _REPLAY_ONLY = {"toggle_pause", "step", "end", "faster", "slower"}
+    _LIVE_ONLY = {"cancel"}
+
+    def __init__(
+        self,
+        *,
+        mode: str,
+        engine: Any = None,
+        engine_factory: Callable[[], Any] | None = None,
+        runner: Runner | None = None,
+        runner_factory: Callable[[Any], Runner] | None = None,
+        engine_error: str | None = None,
+        header: SessionStarted | None = None,
+        events: Sequence[BaseEvent] = (),
+        warnings: Sequence[str] = (),
+        speed: float = 1.0,
+        autostart: bool = True,
+        gpu: Any = True,
+        theme: str | None = None,
+        theme_dirs: Iterable[Path] | None = None,
+        theme_files: Iterable[str | Path] = (),
+        deterministic: bool = False,
+        export_dir: str | Path | None = None,
+        tap: Sink | None = None,
+    ) -> None:
+        super().__init__()
+        self.state = ViewState(mode)
+        self.bridge = EventBridge(lambda: self.post_message(EventsReady()))
+        self.options = ViewOptions()
+        self.deterministic = deterministic
+        if deterministic:
+            self.animation_level = "none"
+        self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
+        self.tap = tap
+        self.engine = engine
+        self._engine_factory = engine_factory
+        self._runner_spec = runner
+        self._runner_factory = runner_factory
+        self.runner: Runner | None = None
+        self._engine_error = engine_error
+        self._cancel: threading.Event | None = None
+        self._header_event = header
+        self._warnings = list(warnings)
+        self._gpu = gpu
+        self.sampler: Any = None
+        self.replayer: Any = None
+        if mode == "replay":
+            from specterm.session.replay import Replayer
+
+            self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset)
+        self._autostart = autostart
+        self.gpu_idle_text = (
+            "no GPU samples in this session"
+            if mode == "replay"
+            else ("waiting for GPU telemetry" if gpu else "GPU telemetry off")
+        )
+        themes = load_themes(theme_dirs, theme_files)
+        for t in themes.themes:
+            self.register_theme(t)
+        self._theme_errors = list(themes.errors)
+        wanted = theme or DEFAULT_THEME
+        if wanted not in self.available_themes:
+            self._theme_errors.append(f"theme {wanted!r} not found; using {DEFAULT_THEME}")
+            wanted = DEFAULT_THEME
+        self.theme = wanted
+
+    # -- setup --------------------------------------------------------------------------------
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # Textual's own themes lack the token-* variables; these keep app.tcss valid under them.
+        return dict(TOKEN_VARIABLES)
+
+    def get_default_screen(self) -> Screen:
+        return MainScreen(self)
+
+    def main_screen_ready(self) -> None:
+        """Called by ``MainScreen.on_mount`` (its widgets exist only from then on)."""
+        for err in self._theme_errors:
+            self.notify(err, title="theme file ignored", severity="error", timeout=15)
+        for warning in self._warnings[:5]:
+            self.notify(warning, title="session file", severity="warning", timeout=10)
+        if len(self._warnings) > 5:
+            self.notify(f"… and {len(self._warnings) - 5} more warnings", severity="warning", timeout=10)
+        if self._header_event is not None:
+            # The recorder (tap) wrote the header when it opened the file: do not write it twice.
+            tap, self.tap = self.tap, None
+            self.apply_events([self._header_event], force=True)
+            self.tap = tap
+        if self.state.mode == "replay":
+            self.query_one(Transcript).focus()
+            if self._autostart:
+                self.replayer.start()
+            if not self.deterministic:
+                # The replayer flips `finished` / `position` on its own thread: poll the badge.
+                self.set_interval(0.5, self._update_status)
+        else:
+            self._start_live()
+        self._update_status()
+
+    def _start_live(self) -> None:
+        if self._engine_error is not None:
+            self.push_screen(EngineErrorScreen(self._engine_error))
+            return
+        if self._gpu:
+            from specterm.telemetry import GpuSampler
+
+            nvml = None if self._gpu is True else self._gpu
+            self.sampler = GpuSampler(self.bridge.push, nvml=nvml)
+            self.sampler.start()
+        if self.engine is not None:
+            self._engine_ready()
+        elif self._engine_factory is not None:
+            self.query_one(PromptInput).read_only = True
+            self.query_one(SessionHeader).set_status("starting engine…")
+            self.run_worker(self._load_engine, thread=True, group="engine", exit_on_error=False)
+
+    def _load_engine(self) -> None:  # worker thread
+        try:
+            assert self._engine_factory is not None
+            self.engine = self._engine_factory()
+        except Exception as err:  # noqa: BLE001 - any failure becomes the error screen
+            self.post_message(EngineLoaded(str(err) or type(err).__name__))
+            return
+        self.post_message(EngineLoaded())
+
+    def on_engine_loaded(self, message: EngineLoaded) -> None:
+        if message.error is not None:
+            self.push_screen(EngineErrorScreen(message.error))
+            return
+        self.query_one(PromptInput).read_only = False
+        self._engine_ready()
+
+    def _engine_ready(self) -> None:
+        engine = self.engine
+        spec = self._runner_spec
+        if self._runner_factory is not None:
+            self.runner = self._runner_factory(engine)  # e.g. an agent around the loaded engine
+        elif spec is None:
+            self.runner = engine_runner(engine)
+        else:
+            self.runner = spec
+        if self.state.session is None:
+            config = getattr(engine, "config", None)
+            caps = getattr(engine, "capabilities", None)
+            models = dict(config.models_summary()) if config is not None else {}
+            if caps is not None:
+                models.setdefault("backend", caps.backend)
+            self.apply_events([SessionStarted(models=models, config=config.model_dump() if config else {})], force=True)
+        self._update_status()
+
+    def on_unmount(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+        if self.replayer is not None:
+            self.replayer.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    # -- the event pump -----------------------------------------------------------------------
+
+    def on_events_ready(self, _: EventsReady) -> None:
+        events = self.bridge.drain(BATCH)
+        if events:
+            self.apply_events(events)
+
+    def drain_now(self) -> int:
+        """Apply everything queued, synchronously, panels included (tests, snapshots)."""
+        n = 0
+        while len(self.bridge):
+            events = self.bridge.drain()
+            n += len(events)
+            self.apply_events(events, force=True)
+        return n
+
+    def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
+        """Apply a batch on the UI thread: cheap bookkeeping per event, widget work once."""
+        transcript = self.query_one(Transcript)
+        state = self.state
+        model = transcript.model
+        tap = self.tap
+        for ev in events:
+            if ev is RESET:
+                state.reset()
+                transcript.clear()
+                model = transcript.model
+                continue
+            state.add(ev)
+            model.add(ev)
+            if tap is not None:
+                tap(ev)
+        transcript.sync()
+        for panel in self.query(Panel):
+            panel.flush() if force else panel.mark_stale()
+        self._update_status()
+
+    # -- live requests ------------------------------------------------------------------------
+
+    def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        if self.runner is None:
+            self.notify("the engine is not ready yet", severity="warning")
+            return
+        if self._cancel is not None:
+            self.notify("a request is running — Esc cancels it", severity="warning")
+            return
+        self._cancel = threading.Event()
+        self.run_worker(
+            partial(self._run_prompt, message.text, self._cancel), thread=True, group="request", exit_on_error=False
+        )
+        self._update_status()
+
+    def _run_prompt(self, text: str, cancel: threading.Event) -> None:  # worker thread
+        error = None
+        try:
+            assert self.runner is not None
+            self.runner(text, self.bridge.push, cancel)
+        except Exception as err:  # noqa: BLE001 - shown in the transcript, the app keeps running
+            error = str(err) or type(err).__name__
+            self.bridge.push(Error(where="request", message=error))
+        self.post_message(RequestDone(error))
+
+    def on_request_done(self, _: RequestDone) -> None:
+        self._cancel = None
+        self._update_status()
+
+    def action_cancel(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+            self.query_one(SessionHeader).set_status("cancelling…")
+
+    # -- view toggles, export -----------------------------------------------------------------
+
+    def _set_options(self, options: ViewOptions) -> None:
+        self.options = options
+        self.query_one(Transcript).set_options(options)
+        self.query_one(Legend).set_options(options)
+
+    def action_toggle_rejected(self) -> None:
+        self._set_options(ViewOptions(not self.options.show_rejected, self.options.show_forced))
+
+    def action_toggle_forced(self) -> None:
+        self._set_options(ViewOptions(self.options.show_rejected, not self.options.show_forced))
+
+    def action_toggle_panels(self) -> None:
+        self.screen.query_one("#side").toggle_class("-hidden")
+
+    def action_copy_answer(self) -> None:
+        answer = self.query_one(Transcript).model.last_answer
+        if not answer:
+            self.notify("no answer to copy yet", severity="warning")
+            return
+        self.copy_to_clipboard(answer)
+        self.notify(f"copied the last answer ({len(answer)} characters)")
+
+    def action_export_svg(self) -> None:
+        path = self.save_screenshot(path=str(self.export_dir))
+        self.notify(f"saved the view to {path}")
+
+    # -- replay controls ----------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self._REPLAY_ONLY:
+            return self.replayer is not None
+        if action in self._LIVE_ONLY:
+            return self.replayer is None and isinstance(self.screen, MainScreen)
+        if action in {"toggle_rejected", "toggle_forced", "toggle_panels", "export_svg", "copy_answer"}:
+            return isinstance(self.screen, MainScreen) or action == "export_svg"
+        return True
+
+    def action_toggle_pause(self) -> None:
+        self.replayer.toggle_pause()
+        self._update_status()
+
+    def action_step(self) -> None:
+        self.replayer.step()
+        self._update_status()
+
+    def action_end(self) -> None:
+        self.replayer.jump_to_end()
+
+    def _change_speed(self, direction: int) -> None:
+        speed = self.replayer.speed
+        idx = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed) if math.isfinite(speed) else -i)
+        new = SPEEDS[max(0, min(len(SPEEDS) - 1, idx + direction))]
+        self.replayer.set_speed(new)
+        self._update_status()
+
+    def action_faster(self) -> None:
+        self._change_speed(+1)
+
+    def action_slower(self) -> None:
+        self._change_speed(-1)
+
+    def _update_status(self) -> None:
+        if not isinstance(self.screen, MainScreen):
+            return
+        header = self.screen.query_one(SessionHeader)
+        r = self.replayer
+        if r is not None:
+            speed = "max" if math.isinf(r.speed) else f"×{r.speed:g}"
+            if r.finished:
+                state = "done"
+            elif r.paused:
+                state = "⏸ paused"
+            else:
+                state = "▶"
+            header.set_status(f"{state} {speed} {r.position}/{r.total}")
+        elif self._cancel is not None:
+            header.set_status("cancelling…" if self._cancel.is_set() else "generating…")
+        elif self.runner is not None:
+            header.set_status("ready")
+
+    # -- command palette ----------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Toggle rejected drafts", "Show draft tokens the target threw away, struck through", self.action_toggle_rejected)
+        yield SystemCommand("Toggle forced marks", "Dim tokens the grammar forced (no real choice)", self.action_toggle_forced)
+        yield SystemCommand("Toggle panels", "Show or hide the side panels", self.action_toggle_panels)
+        yield SystemCommand("Export SVG", "Save the current view as an SVG file", self.action_export_svg)
+        yield SystemCommand("Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer)
+        if self.replayer is not None:
+            yield SystemCommand("Pause / resume replay", "Space", self.action_toggle_pause)
+            yield SystemCommand("Jump to end of replay", "e", self.action_end)
+        for name in sorted(t for t in self.available_themes if t.startswith("specterm-")):
+            yield SystemCommand(f"Theme: {name}", "Switch to this theme", partial(setattr, self, "theme", name))
+
+
+def make_app(
+    *,
+    engine: Any = None,
+    engine_factory: Callable[[], Any] | None = None,
+    engine_config: Any = None,
+    runner: Runner | None = None,
+    runner_factory: Callable[[Any], Runner] | None = None,
+    header: SessionStarted | None = None,
+    replay: str | Path | Any = None,
+    speed: float = 1.0,
+    autostart: bool = True,
+    gpu: Any = True,
+    theme: str | None = None,
+    theme_dirs: Iterable[Path] | None = None,
+    theme_files: Iterable[str | Path] = (),
+    deterministic: bool = False,
+    export_dir: str | Path | None = None,
+    tap: Sink | None = None,
+) -> SpecTermApp:
+    """Build the app.
+
+    Live: pass ``engine`` (built), ``engine_factory`` (called on a worker thread), or
+    ``engine_config`` (loaded with ``specterm.engine.load_engine``); ``header`` is the
+    ``session_started`` to show (default: built from the engine's config once it is loaded). A factory that raises shows the
+    "engine failed to start" screen. ``runner`` overrides what a prompt runs; ``runner_factory(engine)`` builds
+    one once the engine is loaded (e.g. an agent around it).
+    Replay: ``replay`` is a session file path or a ``SessionData`` (``header``, ``events``,
+    ``warnings``); it raises ``SessionFileError`` for an unreadable file before any UI starts.
+    Tests pass ``gpu=False`` (or a fake NVML module), ``theme_dirs=()`` and ``deterministic=True``.
+    """
+    common = dict(
+        theme=theme,
+        theme_dirs=theme_dirs,
+        theme_files=theme_files,
+        deterministic=deterministic,
+        export_dir=export_dir,
+        tap=tap,
+    )
+    if replay is not None:
+        if isinstance(replay, (str, Path)):
+            from specterm.session.reader import read_session
+
+            replay = read_session(replay)
+        return SpecTermApp(
+            mode="replay",
+            header=replay.header,
+            events=replay.events,
+            warnings=replay.warnings,
+            speed=speed,
+            autostart=autostart,
+            gpu=False,
+            **common,
+        )
+    if engine is None and engine_factory is None and engine_config is not None:
+        engine_factory = partial(_load_engine, engine_config)
+    return SpecTermApp(
+        mode="live",
+        engine=engine,
+        engine_factory=engine_factory,
+        runner=runner,
+        runner_factory=runner_factory,
+        header=header,
+        gpu=gpu,
+        **common,
+    )
+
+
+def _load_engine(config: Any) -> Any:
+    try:
+        from specterm.engine import load_engine  # type: ignore[attr-defined]
+    except ImportError as err:
+        raise RuntimeError(f"this specterm has no engine loader ({err})") from None
+    return load_engine(config)
+
+
+def run_replay_app(path: str | Path, speed: float = 1.0, **kwargs: Any) -> int:
+    """``specterm replay FILE``: open the dashboard on a recorded session."""
+    make_app(replay=path, speed=speed, **kwargs).run()
+    return 0

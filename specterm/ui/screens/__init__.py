@@ -1,0 +1,1 @@
+"""Screens: the dashboard and the engine error state."""

@@ -1,0 +1,54 @@
+"""The dashboard: header, transcript + legend + prompt in the middle, panels at the side (or in a
+row below on narrow terminals), footer with the key bindings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from specterm.ui.widgets.acceptance_panel import AcceptancePanel
+from specterm.ui.widgets.gpu_panel import GpuPanel
+from specterm.ui.widgets.latency_panel import LatencyPanel
+from specterm.ui.widgets.legend import Legend
+from specterm.ui.widgets.prompt_input import PromptInput
+from specterm.ui.widgets.session_header import SessionHeader
+from specterm.ui.widgets.transcript import Transcript
+
+if TYPE_CHECKING:
+    from specterm.ui.app import SpecTermApp
+
+
+class MainScreen(Screen):
+    # Below 100 columns the side panels move into a row under the transcript (-narrow in app.tcss).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+
+    def __init__(self, app: "SpecTermApp") -> None:
+        super().__init__()
+        self._owner = app
+
+    def compose(self) -> ComposeResult:
+        app = self._owner
+        state = app.state
+        yield SessionHeader(state, id="header")
+        with Horizontal(id="body"):
+            with Vertical(id="main"):
+                yield Transcript(id="transcript")
+                yield Legend(id="legend")
+                if state.mode == "live":
+                    yield PromptInput(
+                        id="prompt",
+                        placeholder="Ask the agent… (Enter sends, ctrl+j new line, ↑ history)",
+                        blink=not app.deterministic,
+                    )
+            with VerticalScroll(id="side"):
+                yield AcceptancePanel(state, id="acceptance")
+                yield LatencyPanel(state, id="latency")
+                yield GpuPanel(state, idle_text=app.gpu_idle_text, id="gpu")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._owner.main_screen_ready()

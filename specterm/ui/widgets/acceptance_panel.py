@@ -1,0 +1,76 @@
+"""Acceptance: rate, mean acceptance length and per-position acceptance for the current request
+and the session, plus a sparkline of per-step acceptance. All numbers from ``specterm.stats``."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+
+from specterm.stats import SpecStats, fmt_opt
+from specterm.ui.charts import bar, sparkline
+from specterm.ui.state import ViewState
+from specterm.ui.widgets.panel import Panel
+
+
+class AcceptancePanel(Panel):
+    def __init__(self, state: ViewState, *, id: str | None = None) -> None:
+        super().__init__("acceptance", id=id)
+        self.state = state
+
+    def body(self, styles: dict[str, Style], width: int) -> Text:
+        summary = self.state.summary
+        session = summary.session
+        rid = self.state.current_request
+        request = summary.requests[rid].stats if rid in summary.requests else SpecStats()
+        out = Text(no_wrap=True, overflow="ellipsis")
+        if not session.steps:
+            out.append("no tokens yet", styles["meta"])
+            return out
+        if width < 30:
+            return self._compact(out, request, session, summary.step_accept, styles, width)
+        out.append(f"{'':9}{'request':>8} {'session':>8}\n", styles["meta"])
+        out.append(f"{'rate':<9}", styles["meta"])
+        out.append(f"{fmt_opt(request.acceptance_rate):>8} {fmt_opt(session.acceptance_rate):>8}\n", styles["body"])
+        out.append(f"{'mean len':<9}", styles["meta"])
+        out.append(
+            f"{fmt_opt(request.mean_acceptance_length):>8} {fmt_opt(session.mean_acceptance_length):>8}\n",
+            styles["body"],
+        )
+        out.append(f"{'tokens':<9}", styles["meta"])
+        out.append(f"{request.tokens:>8} {session.tokens:>8}\n", styles["body"])
+        per_pos = session.per_position
+        if per_pos:
+            out.append("per position (session)\n", styles["meta"])
+            bar_w = max(4, width - 10)
+            # Bound the height: k can be 16; the sparkline and numbers matter more than pos 9+.
+            for i, frac in enumerate(per_pos[:8], start=1):
+                out.append(f"{i:>2} ", styles["meta"])
+                out.append(bar(frac, bar_w), styles["title"])
+                out.append(f" {frac:4.2f}\n", styles["body"])
+            if len(per_pos) > 8:
+                out.append(f"   … {len(per_pos) - 8} more positions\n", styles["meta"])
+        if summary.step_accept:
+            out.append("per step ", styles["meta"])
+            out.append(sparkline(summary.step_accept, width - 9, lo=0.0, hi=1.0), styles["title"])
+        else:
+            out.append("no drafts (speculation off)", styles["meta"])
+        return out
+
+    @staticmethod
+    def _compact(
+        out: Text, request: SpecStats, session: SpecStats, step_accept: list[float], styles: dict[str, Style], width: int
+    ) -> Text:
+        """Six rows for the narrow layout (80x24): the same numbers, per-position as a sparkline."""
+        out.append(f"{'':5}{'req':>7}{'sess':>7}\n", styles["meta"])
+        for label, a, b in (
+            ("rate", fmt_opt(request.acceptance_rate), fmt_opt(session.acceptance_rate)),
+            ("len", fmt_opt(request.mean_acceptance_length), fmt_opt(session.mean_acceptance_length)),
+            ("tok", str(request.tokens), str(session.tokens)),
+        ):
+            out.append(f"{label:<5}", styles["meta"])
+            out.append(f"{a:>7}{b:>7}\n", styles["body"])
+        out.append("pos  ", styles["meta"])
+        out.append(sparkline(session.per_position, width - 5, lo=0.0, hi=1.0) + "\n", styles["title"])
+        out.append("step ", styles["meta"])
+        out.append(sparkline(step_accept, width - 5, lo=0.0, hi=1.0), styles["title"])
+        return out

@@ -1,0 +1,46 @@
+"""One line naming each verdict in its own style, so colour is never the only cue."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from specterm.ui.entries import ViewOptions
+from specterm.ui.widgets.styles import COMPONENT_CLASSES, style_map
+
+# (name, what the style is without colour) — the attributes are set in app.tcss.
+LEGEND = (
+    ("accepted", ""),
+    ("correction", "bold+underline"),
+    ("bonus", "italic"),
+    ("target", "underline"),
+    ("rejected", "struck"),
+    ("forced", "dim"),
+)
+
+
+class Legend(Widget):
+    COMPONENT_CLASSES = COMPONENT_CLASSES
+    DEFAULT_CSS = "Legend { height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.options = ViewOptions()
+
+    def set_options(self, options: ViewOptions) -> None:
+        self.options = options
+        self.refresh()
+
+    def render(self) -> Text:
+        styles = style_map(self)
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for name, _ in LEGEND:
+            if out:
+                out.append(" ")
+            out.append(name, styles[name])
+            # The toggles' state, tersely: the legend must fit 58 columns (100-column terminal).
+            if name == "rejected":
+                out.append(":on" if self.options.show_rejected else ":off", styles["meta"])
+            elif name == "forced":
+                out.append(":on" if self.options.show_forced else ":off", styles["meta"])
+        return out

@@ -1,0 +1,77 @@
+"""Header: engine, models, method, k, and a LIVE / REPLAY badge with the replay's state.
+
+Everything comes from the ``session_started`` event's ``models`` (and config), so a replay shows
+the models it was recorded with, not the local configuration.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from rich.text import Text
+from textual.widget import Widget
+
+from specterm.render import inert
+from specterm.ui.state import ViewState
+
+
+def _short(name: object) -> str:
+    """Local model paths are long: their last component names the model. Hub ids
+    (``Qwen/Qwen2.5-7B``) are kept whole."""
+    text = str(name)
+    if text.startswith(("/", ".", "~")) or text.count("/") > 1:
+        return PurePath(text).name or text
+    return text
+
+
+class SessionHeader(Widget):
+    DEFAULT_CSS = """
+    SessionHeader { height: 1; dock: top; background: $panel; color: $foreground; }
+    """
+
+    def __init__(self, state: ViewState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.status = ""
+        """Engine / replay status shown next to the badge (``starting engine…``, ``paused ×2``)."""
+
+    def set_status(self, status: str) -> None:
+        if status != self.status:
+            self.status = status
+            self.refresh()
+
+    def describe(self) -> str:
+        s = self.state.session
+        if s is None:
+            return "specterm"
+        m = s.models
+        parts = ["specterm"]
+        backend = m.get("backend") or s.config.get("backend")
+        if backend:
+            parts.append(str(backend))
+        if m.get("target"):
+            parts.append(f"target {_short(m['target'])}")
+        if m.get("draft"):
+            parts.append(f"draft {_short(m['draft'])}")
+        method = m.get("method")
+        if method:
+            k = m.get("num_speculative_tokens")
+            parts.append(f"{method} k={k}" if k and method != "none" else f"{method}")
+        if s.agent:
+            parts.append(f"agent {s.agent}")
+        return " · ".join(parts)
+
+    def render(self) -> Text:
+        badge = " REPLAY " if self.state.mode == "replay" else " LIVE "
+        right = (self.status + " ") if self.status else ""
+        width = self.size.width or 80
+        left = inert(self.describe())
+        room = max(0, width - len(badge) - len(right) - 1)
+        if len(left) > room:
+            left = left[: max(0, room - 1)] + "…"
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(" " + left)
+        out.append(" " * max(0, width - 1 - len(left) - len(right) - len(badge)))
+        out.append(right, "italic")
+        out.append(badge, "bold reverse")
+        return out

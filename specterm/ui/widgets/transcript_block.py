@@ -1,0 +1,35 @@
+"""One block of the transcript (a user message, an agent step, a tool result ...)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.widget import Widget
+
+from specterm.ui.entries import Entry
+
+if TYPE_CHECKING:
+    from specterm.ui.widgets.transcript import Transcript
+
+
+class TranscriptBlock(Widget):
+    DEFAULT_CSS = """
+    TranscriptBlock { height: auto; }
+    """
+
+    def __init__(self, entry: Entry, transcript: "Transcript") -> None:
+        super().__init__(classes=f"kind-{entry.kind}")
+        self.entry = entry
+        self._transcript = transcript
+        self._cache_key: tuple[int, int, object] | None = None
+        self._cache = Text()
+
+    def render(self) -> Text:
+        # render() runs more than once per frame (measure, then paint): rebuild only on change.
+        styles, opts = self._transcript.current_styles, self._transcript.options
+        key = (self.entry.version, id(styles), opts)
+        if key != self._cache_key:
+            self._cache = self.entry.render(styles, opts)
+            self._cache_key = key
+        return self._cache
