@@ -264,3 +264,19 @@ def test_fuzz_line_structured(lines, with_header, compress):
     text = "\n".join(([HEADER] if with_header else []) + lines)
     content = text.encode("utf-8", "surrogatepass")
     _read_fuzzed(gzip.compress(content) if compress else content)
+
+
+def test_a_pipe_is_read_too(tmp_path):
+    # `specterm replay <(zcat old.jsonl.gz)`: no seeking allowed.
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    body = gzip.compress(f"{HEADER}\n{STEP}\n{END}\n".encode())
+    writer = threading.Thread(target=fifo.write_bytes, args=(body,))
+    writer.start()
+    try:
+        data = read_session(fifo)
+    finally:
+        writer.join(10)
+    assert data.compressed and [e.type for e in data.events] == ["spec_step", "session_ended"]

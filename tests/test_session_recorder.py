@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specterm.errors import SessionFileError
-from specterm.events import FORMAT_VERSION, SessionEnded, SpecStep, Token, UserMessage
+from specterm.events import FORMAT_VERSION, SessionEnded, SpecStep, UserMessage
 from specterm.session import (
     Recorder,
     add_record_args,

@@ -96,8 +96,8 @@ def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     except OSError as err:
         raise SessionFileError(f"{path}: cannot open: {err.strerror or err}") from None
     try:
-        magic = raw.read(6)
-        raw.seek(0)
+        # peek, not read + seek: a pipe (`specterm replay <(zcat old.gz)`) cannot seek.
+        magic = raw.peek(6)[:6]
     except OSError as err:
         raw.close()
         raise SessionFileError(f"{path}: cannot read: {err.strerror or err}") from None

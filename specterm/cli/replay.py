@@ -1,0 +1,246 @@
+"""``specterm replay FILE``: play a recorded session back — in the dashboard, headless, or as a summary.
+
+* default: the dashboard (``specterm.ui.app.run_replay_app``) at ``--speed`` (default 1.0); when
+  the dashboard is not available or standard output is not a terminal, headless with a one-line note.
+* ``--headless``: the verdict-styled token stream ``specterm run`` prints, as fast as possible
+  unless ``--speed`` is given. With ``--json``: the events as JSONL (header first, so the output is
+  itself a replayable session).
+* ``--summary``: per-request and whole-session figures (``specterm.stats.summarize``) as tables;
+  with ``--json``, as one JSON object.
+
+Reader warnings go to standard error, one line each; an unreadable file is one ``specterm: error:``
+line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any
+
+from specterm.render import inert
+
+
+def _speed(text: str) -> float:
+    """``--speed`` values: a positive number; ``0``, ``inf`` or ``max`` for as fast as possible."""
+    if text.strip().lower() in ("max", "inf", "infinity", "0"):
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be positive, or 0/inf/max for as fast as possible: {text!r}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="replay a recorded session (dashboard, headless or summary)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="a session file (.jsonl, or gzip-compressed)")
+    p.add_argument("--headless", action="store_true", help="print the token stream instead of opening the dashboard")
+    p.add_argument("--speed", type=_speed, default=None, metavar="X",
+                   help="replay speed factor: 2 = twice as fast; 0, inf or max = as fast as possible "
+                        "(default: 1 in the dashboard, as fast as possible headless)")
+    p.add_argument("--summary", action="store_true", help="print per-request and session figures, no replay")
+    p.add_argument("--json", action="store_true",
+                   help="with --summary: the summary as JSON; with --headless: the events as JSONL")
+    p.add_argument("--show-rejected", action="store_true", help="headless: show rejected drafts, struck through")
+    p.set_defaults(func=handle)
+
+
+def _warn(line: str) -> None:
+    print(f"specterm: warning: {inert(line)}", file=sys.stderr)
+
+
+def _note(line: str) -> None:
+    print(f"specterm: note: {inert(line)}", file=sys.stderr)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from specterm.session.reader import read_session
+
+    if args.json and not (args.summary or args.headless):
+        args.headless = True  # JSONL events only make sense headless
+    # The events live until the process exits: let the GC stop rescanning them (see read_session).
+    data = read_session(args.file, freeze_gc=True)
+    for warning in data.warnings:
+        _warn(warning)
+    if args.summary:
+        return print_summary(data, as_json=args.json)
+    if not args.headless:
+        if not sys.stdout.isatty():
+            _note("standard output is not a terminal; replaying headless")
+        else:
+            try:
+                from specterm.ui.app import run_replay_app  # Textual: imported only when needed
+            except ImportError as err:
+                _note(f"the dashboard is not available ({err}); replaying headless")
+            else:
+                return int(run_replay_app(data, speed=1.0 if args.speed is None else args.speed) or 0)
+    return replay_headless(data, speed=math.inf if args.speed is None else args.speed,
+                           as_json=args.json, show_rejected=args.show_rejected)
+
+
+def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_rejected: bool = False) -> int:
+    """Drive the headless printer from a ``Replayer`` — the same event path the dashboard uses."""
+    from specterm.headless import HeadlessPrinter
+    from specterm.session.replay import Replayer
+
+    printer = HeadlessPrinter(json=as_json, show_rejected=show_rejected)
+    if as_json:
+        printer(data.header)
+    replayer = Replayer(data.events, printer, speed=speed)
+    replayer.start()
+    try:
+        while not replayer.wait_idle(0.25):  # short waits keep Ctrl+C responsive
+            pass
+    except KeyboardInterrupt:
+        replayer.stop()
+        raise
+    if isinstance(replayer.error, BrokenPipeError):  # `specterm replay f --headless | head`
+        # Point stdout at devnull so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if replayer.error is not None:
+        raise replayer.error
+    end_t = data.events[-1].t if data.events else 0.0
+    printer.finish(end_t if math.isfinite(end_t) and end_t > 0 else None)
+    return 0
+
+
+# -- --summary --------------------------------------------------------------------------------------
+
+
+def _percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of already sorted values (``None`` when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def _distribution(values: list[float]) -> dict[str, Any]:
+    finite = sorted(v for v in values if math.isfinite(v))
+    return {
+        "count": len(finite),
+        "mean": sum(finite) / len(finite) if finite else None,
+        "p50": _percentile(finite, 50),
+        "p95": _percentile(finite, 95),
+        "max": finite[-1] if finite else None,
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN/inf (possible in a damaged file) are not JSON: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def summary_dict(data: Any) -> dict[str, Any]:
+    """``summarize(events).as_dict()`` plus the file's identity and latency/TTFT distributions."""
+    from specterm.stats import summarize
+
+    summary = summarize(data.events)
+    ttfts = [r.ttft_s for r in summary.requests.values() if r.ttft_s is not None]
+    return _json_safe({
+        "file": str(data.path),
+        "format_version": data.format_version,
+        "specterm_version": data.header.specterm_version,
+        "models": data.header.models,
+        "agent": data.header.agent,
+        "warnings": data.warnings,
+        "skipped_unknown": data.skipped_unknown,
+        **summary.as_dict(),
+        "step_latency_s": _distribution(summary.step_wall_s),
+        "ttft_s": _distribution(ttfts),
+    })
+
+
+def print_summary(data: Any, *, as_json: bool = False) -> int:
+    figures = summary_dict(data)
+    if as_json:
+        sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=False)
+    console.print(_session_table(figures))
+    if figures["requests"]:
+        for table in _requests_tables(figures["requests"]):
+            console.print(table)
+    return 0
+
+
+def _num(value: float | None, spec: str = ".2f", scale: float = 1.0) -> str:
+    return "–" if value is None else format(value * scale, spec)
+
+
+def _session_table(f: dict[str, Any]) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    s = f["session"]
+    table = Table(title=Text(f"session {inert(f['file'])}"), show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    models = f["models"] or {}
+
+    def row(name: str, value: str) -> None:
+        # Text, not str: a str cell is parsed as Rich markup, and these values come from the file.
+        table.add_row(name, Text(inert(value)))
+
+    row("models", " → ".join(str(models.get(k)) for k in ("draft", "target") if models.get(k)) or "–")
+    row("method", f"{models.get('method', '–')}, k = {models.get('num_speculative_tokens', '–')}")
+    row("format", f"{f['format_version']} (specterm {f['specterm_version'] or '?'})")
+    total = s["tokens"] or 1
+    row("tokens", f"{s['tokens']}:  " + "  ".join(
+        f"{verdict} {count} ({100 * count / total:.1f}%)" for verdict, count in s["by_verdict"].items()))
+    row("forced / rejected", f"{s['forced']} forced, {s['rejected']} rejected drafts")
+    row("engine steps", f"{s['steps']} ({s['drafts']} with drafts, {s['draft_tokens']} draft tokens)")
+    row("acceptance rate", _num(s["acceptance_rate"], ".1%"))
+    row("mean acceptance length", _num(s["mean_acceptance_length"]))
+    row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
+    lat, ttft = f["step_latency_s"], f["ttft_s"]
+    row("step latency (ms)", f"mean {_num(lat['mean'], '.1f', 1e3)}  p50 {_num(lat['p50'], '.1f', 1e3)}  "
+                             f"p95 {_num(lat['p95'], '.1f', 1e3)}  max {_num(lat['max'], '.1f', 1e3)}")
+    row("TTFT (ms)", f"mean {_num(ttft['mean'], '.1f', 1e3)}  max {_num(ttft['max'], '.1f', 1e3)} "
+                     f"over {ttft['count']} requests")
+    if f["skipped_unknown"]:
+        row("skipped", f"{f['skipped_unknown']} events of unknown type")
+    return table
+
+
+def _requests_tables(requests: list[dict[str, Any]]) -> list[Any]:
+    """Two tables (verdicts, timing) rather than one, so each fits an 80-column terminal."""
+    from rich.table import Table
+    from rich.text import Text
+
+    def table(title: str, headers: tuple[str, ...], rows: list[list[Any]], caption: str | None = None) -> Table:
+        out = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+        for header in headers:
+            left = header in ("request", "finish")
+            out.add_column(header, justify="left" if left else "right", overflow="fold")
+        for cells in rows:
+            # Text, not str: request ids and finish reasons come from the file and must not be markup.
+            out.add_row(*(Text(inert(str(c))) for c in cells))
+        return out
+
+    verdicts = [[r["request_id"], r["tokens"], *r["by_verdict"].values(), r["rejected"],
+                 _num(r["acceptance_rate"], ".1%"), _num(r["mean_acceptance_length"])] for r in requests]
+    timing = [[r["request_id"], _num(r["ttft_s"], ".1f", 1e3), _num(r["wall_s"]), _num(r["tokens_per_s"], ".1f"),
+               ("cancelled" if r["cancelled"] else r["finish_reason"]) or "–"] for r in requests]
+    return [
+        table("requests: tokens by verdict", ("request", "tokens", "acc", "corr", "bonus", "tgt", "rej", "rate", "MAL"),
+              verdicts, "acc accepted, corr correction, tgt target, rej rejected drafts, rate acceptance rate, "
+              "MAL mean acceptance length"),
+        table("requests: timing", ("request", "TTFT ms", "wall s", "tok/s", "finish"), timing),
+    ]

@@ -1,0 +1,77 @@
+"""Known synthetic steps → known acceptance figures, through a real file and through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specterm.cli import main
+from specterm.events import AgentStepStarted, RequestFinished, SpecStep, Token
+from specterm.session import Recorder, read_session
+from specterm.session.synthetic import synthetic_header
+from specterm.stats import summarize
+
+
+def _step(i: int, k: int, a: int, wall_s: float, rid: str = "r") -> SpecStep:
+    """k drafts, the first a accepted: a accepted tokens then a correction (a < k) or a bonus (a = k);
+    k = 0 gives one target token."""
+    drafted = list(range(100, 100 + k))
+    tokens = [Token(id=d, text=f"d{d}", verdict="accepted") for d in drafted[:a]]
+    tokens.append(Token(id=1, text="t", verdict="target" if k == 0 else ("bonus" if a == k else "correction")))
+    return SpecStep(t=0.01 * (i + 1), request_id=rid, index=i, drafted=drafted, accepted=a, tokens=tokens,
+                    rejected=drafted[a:], rejected_text=["x"] * (k - a), wall_s=wall_s)
+
+
+# (k, a): 4 drafted all kept; 4 drafted 1 kept; no draft; 2 drafted none kept.
+STEPS = [_step(0, 4, 4, 0.010), _step(1, 4, 1, 0.020), _step(2, 0, 0, 0.030), _step(3, 2, 0, 0.040)]
+
+
+@pytest.fixture
+def session_file(tmp_path):
+    path = tmp_path / "known.jsonl"
+    with Recorder(path, synthetic_header()) as rec:
+        rec.write(AgentStepStarted(t=0.0, request_id="r", step=0, kind="answer"))
+        for step in STEPS:
+            rec.write(step)
+        rec.write(RequestFinished(t=0.05, request_id="r", finish_reason="stop", ttft_s=0.015, wall_s=0.1))
+    return path
+
+
+def test_known_steps_give_known_figures(session_file):
+    s = summarize(read_session(session_file).events).session
+    assert s.by_verdict == {"accepted": 5, "correction": 2, "bonus": 1, "target": 1}
+    assert s.rejected == 3 + 2
+    assert (s.steps, s.drafts, s.draft_tokens, s.accepted) == (4, 3, 10, 5)
+    assert s.acceptance_rate == pytest.approx(5 / 10)
+    assert s.mean_acceptance_length == pytest.approx(1 + 5 / 3)
+    # position 1 accepted in 2 of 3 drafts (steps 0 and 1); positions 2-4 only in step 0.
+    assert s.per_position == pytest.approx([2 / 3, 1 / 3, 1 / 3, 1 / 3])
+
+
+def test_cli_summary_json_reports_the_same_figures(session_file, capsys):
+    assert main(["replay", str(session_file), "--summary", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = out["session"]
+    assert s["by_verdict"] == {"accepted": 5, "correction": 2, "bonus": 1, "target": 1}
+    assert s["acceptance_rate"] == pytest.approx(0.5)
+    assert s["mean_acceptance_length"] == pytest.approx(8 / 3)
+    assert s["per_position"] == pytest.approx([2 / 3, 1 / 3, 1 / 3, 1 / 3])
+    assert out["step_latency_s"]["mean"] == pytest.approx(0.025)
+    assert out["step_latency_s"]["p50"] == pytest.approx(0.020)
+    assert out["step_latency_s"]["max"] == pytest.approx(0.040)
+    assert out["ttft_s"]["mean"] == pytest.approx(0.015)
+    [req] = out["requests"]
+    assert req["request_id"] == "r" and req["acceptance_rate"] == pytest.approx(0.5)
+    assert req["ttft_s"] == pytest.approx(0.015) and req["finish_reason"] == "stop"
+    assert out["format_version"] == 1 and out["warnings"] == []
+
+
+def test_cli_summary_table_shows_the_figures(session_file, capsys):
+    assert main(["replay", str(session_file), "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "50.0%" in out  # acceptance rate
+    assert "2.67" in out  # mean acceptance length
+    assert "1: 0.67  2: 0.33  3: 0.33  4: 0.33" in out
+    assert "accepted 5" in out and "correction 2" in out and "bonus 1" in out and "target 1" in out
+    assert "mean 25.0" in out and "p95 40.0" in out  # step latency, ms
