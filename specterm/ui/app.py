@@ -20,6 +20,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from specterm.events import BaseEvent, Error, SessionStarted, UserMessage
+from specterm.render import inert
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.entries import ViewOptions
 from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone
@@ -72,7 +73,7 @@ class SpecTermApp(App):
         Binding("f2,p", "toggle_panels", "panels"),
         Binding("f3,r", "toggle_rejected", "rejected"),
         Binding("f4,f", "toggle_forced", "forced"),
-        Binding("ctrl+y", "copy_answer", "copy answer", show=False),
+        Binding("f8", "copy_answer", "copy", show=False),
         Binding("ctrl+s", "export_svg", "svg"),
     ]
     _REPLAY_ONLY = {"toggle_pause", "step", "end", "faster", "slower"}
@@ -171,6 +172,7 @@ class SpecTermApp(App):
                 # The replayer flips `finished` / `position` on its own thread: poll the badge.
                 self.set_interval(0.5, self._update_status)
         else:
+            self.query_one(PromptInput).focus()
             self._start_live()
         self._update_status()
 
@@ -325,7 +327,8 @@ class SpecTermApp(App):
         if not answer:
             self.notify("no answer to copy yet", severity="warning")
             return
-        self.copy_to_clipboard(answer)
+        # Inert: a pasted answer must not carry the model's escape sequences into a terminal.
+        self.copy_to_clipboard(inert(answer))
         self.notify(f"copied the last answer ({len(answer)} characters)")
 
     def action_export_svg(self) -> None:

@@ -118,6 +118,8 @@ class Entry:
     footer_style: str = "meta"
     open: bool = True
     version: int = 0
+    final_text: str = ""
+    """The request's own final text (``request_finished.text``), preferred for "copy answer"."""
 
     @property
     def label(self) -> str:

@@ -107,7 +107,7 @@ class TranscriptModel:
             entry.footer_style = "meta" if ev.ok else "error"
             entry.open = False
             if ev.kind == "answer":
-                self.last_answer = entry.plain_output() or self.last_answer
+                self.last_answer = entry.final_text or entry.plain_output() or self.last_answer
             self._changed(entry)
         elif isinstance(ev, RequestFinished):
             entry = self._by_request.get(ev.request_id)
@@ -118,6 +118,7 @@ class TranscriptModel:
             if entry.kind == "generation":
                 entry.footer = step_footer(ev.wall_s, ev.ttft_s, ev.output_tokens, not ev.cancelled)
                 entry.open = False
+            entry.final_text = ev.text
             if entry.kind in ("generation", "answer"):
                 self.last_answer = ev.text or entry.plain_output() or self.last_answer
             self._changed(entry)

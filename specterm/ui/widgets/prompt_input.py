@@ -21,7 +21,7 @@ class PromptInput(TextArea):
     def __init__(self, *, id: str | None = None, placeholder: str = "", blink: bool = True) -> None:
         super().__init__(id=id, soft_wrap=True, placeholder=placeholder, highlight_cursor_line=False)
         self.cursor_blink = blink
-        self.history: list[str] = []
+        self.prompt_history: list[str] = []
         self._history_pos: int | None = None
         self._draft = ""
 
@@ -42,31 +42,31 @@ class PromptInput(TextArea):
         text = self.text.strip()
         if not text or self.read_only:
             return
-        if not self.history or self.history[-1] != text:
-            self.history.append(text)
+        if not self.prompt_history or self.prompt_history[-1] != text:
+            self.prompt_history.append(text)
         self._history_pos = None
         self.load_text("")
         self.post_message(self.Submitted(text))
 
     def action_cursor_up(self, select: bool = False) -> None:
-        if not select and self.cursor_location[0] == 0 and self.history:
+        if not select and self.cursor_location[0] == 0 and self.prompt_history:
             if self._history_pos is None:
                 self._draft = self.text
-                self._history_pos = len(self.history)
+                self._history_pos = len(self.prompt_history)
             if self._history_pos > 0:
                 self._history_pos -= 1
-                self._show(self.history[self._history_pos])
+                self._show(self.prompt_history[self._history_pos])
             return
         super().action_cursor_up(select)
 
     def action_cursor_down(self, select: bool = False) -> None:
         if not select and self._history_pos is not None and self.cursor_location[0] == self.document.line_count - 1:
             self._history_pos += 1
-            if self._history_pos >= len(self.history):
+            if self._history_pos >= len(self.prompt_history):
                 self._history_pos = None
                 self._show(self._draft)
             else:
-                self._show(self.history[self._history_pos])
+                self._show(self.prompt_history[self._history_pos])
             return
         super().action_cursor_down(select)
 

@@ -1,0 +1,310 @@
+"""The app's behaviour under ``App.run_test`` (headless): prompts, cancel, history, copy, export,
+replay controls, the error screen, panels agreeing with ``specterm.stats``, and the GPU sampler
+wired through a fake NVML. Waits poll the app's state; nothing asserts on time."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+from fake_nvml import FakeGpu, FakeNvml
+
+from specterm.events import dump_event
+from specterm.session.reader import read_session
+from specterm.session.synthetic import synthetic_session
+from specterm.stats import fmt_opt, summarize
+from specterm.ui.app import make_app
+from specterm.ui.screens.error import EngineErrorScreen
+from specterm.ui.testing import FakeEngine, demo_events, demo_header
+from specterm.ui.widgets.acceptance_panel import AcceptancePanel
+from specterm.ui.widgets.gpu_panel import GpuPanel
+from specterm.ui.widgets.prompt_input import PromptInput
+from specterm.ui.widgets.session_header import SessionHeader
+from specterm.ui.widgets.transcript import Transcript
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def until(pilot, condition, tries: int = 500) -> None:
+    """Let the app run until ``condition()`` holds (bounded; not a timing assertion)."""
+    for _ in range(tries):
+        if condition():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("condition never became true")
+
+
+def live_app(engine=None, **kw):
+    return make_app(engine=engine or FakeEngine(), gpu=False, theme_dirs=(), deterministic=True, **kw)
+
+
+def write_session(tmp_path: Path, header, events) -> Path:
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(dump_event(e) + "\n" for e in [header, *events]))
+    return path
+
+
+def test_submit_runs_the_prompt_on_a_worker_and_streams_tokens():
+    engine = FakeEngine()
+
+    async def main():
+        app = live_app(engine)
+        async with app.run_test() as pilot:
+            await pilot.press(*"hello", "enter")
+            await until(pilot, lambda: app._cancel is None and engine.prompts)
+            await until(pilot, lambda: any(e.kind == "generation" and e.footer for e in app.query_one(Transcript).model.entries))
+            model = app.query_one(Transcript).model
+            return engine.prompts, [e.kind for e in model.entries], model.entries[1].plain_output(), app.query_one(SessionHeader).status
+
+    prompts, kinds, output, status = run(main())
+    assert prompts == ["hello"]
+    assert kinds == ["user", "generation"]
+    assert output.startswith("Order #42 ships")
+    assert status == "ready"
+
+
+def test_escape_cancels_the_running_request():
+    engine = FakeEngine(block=True)
+
+    async def main():
+        app = live_app(engine)
+        async with app.run_test() as pilot:
+            await pilot.press(*"go", "enter")
+            await until(pilot, engine.started.is_set)
+            assert app.query_one(SessionHeader).status == "generating…"
+            await pilot.press("escape")
+            await until(pilot, lambda: app._cancel is None)
+            app.drain_now()
+            entry = app.query_one(Transcript).model.entries[-1]
+            return [p.text for p in entry.parts if hasattr(p, "style")]
+
+    lines = run(main())
+    assert "cancelled" in lines
+
+
+def test_second_prompt_while_busy_is_refused_not_queued():
+    engine = FakeEngine(block=True)
+
+    async def main():
+        app = live_app(engine)
+        async with app.run_test() as pilot:
+            await pilot.press(*"a", "enter")
+            await until(pilot, engine.started.is_set)
+            await pilot.press(*"b", "enter")
+            await pilot.pause()
+            notes = [str(n.message) for n in app._notifications]
+            await pilot.press("escape")
+            await until(pilot, lambda: app._cancel is None)
+            return engine.prompts, notes
+
+    prompts, notes = run(main())
+    assert prompts == ["a"]
+    assert any("Esc cancels" in n for n in notes)
+
+
+def test_multiline_input_and_history():
+    engine = FakeEngine(script=[])
+
+    async def main():
+        app = live_app(engine)
+        async with app.run_test() as pilot:
+            prompt = app.query_one(PromptInput)
+            await pilot.press("o", "n", "e", "ctrl+j", "x", "enter")
+            await until(pilot, lambda: app._cancel is None and engine.prompts)
+            await pilot.press(*"two", "enter")
+            await until(pilot, lambda: app._cancel is None and len(engine.prompts) == 2)
+            seen = []
+            for key in ("up", "up", "down", "down"):
+                await pilot.press(key)
+                seen.append(prompt.text)
+            return engine.prompts, seen
+
+    prompts, seen = run(main())
+    assert prompts == ["one\nx", "two"]
+    assert seen == ["two", "one\nx", "two", ""]
+
+
+def test_copy_last_answer_and_export_svg(tmp_path):
+    copied: list[str] = []
+
+    async def main():
+        app = live_app(export_dir=tmp_path)
+        app.copy_to_clipboard = copied.append  # the real one writes OSC 52 to the terminal
+        async with app.run_test() as pilot:
+            app.apply_events(demo_events(), force=True)
+            await pilot.press("f8")
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+
+    run(main())
+    assert copied == ["Order #42 ships on Friday."]
+    svgs = list(tmp_path.glob("*.svg"))
+    assert len(svgs) == 1 and "Order" in svgs[0].read_text()
+
+
+def test_toggles_change_transcript_legend_and_panels():
+    async def main():
+        app = live_app()
+        async with app.run_test() as pilot:
+            app.apply_events(demo_events(), force=True)
+            await pilot.pause()
+            before = app.query_one(Transcript).model.entries[-1].render(app.query_one(Transcript).current_styles, app.options).plain
+            await pilot.press("f3")
+            after = app.query_one(Transcript).model.entries[-1].render(app.query_one(Transcript).current_styles, app.options).plain
+            await pilot.press("f2")
+            hidden = app.screen.query_one("#side").display
+            return before, after, hidden, app.options
+
+    before, after, hidden, options = run(main())
+    assert " is" not in before and "Order #42 is ships" in after
+    assert options.show_rejected and hidden is False
+
+
+def test_panels_take_their_numbers_from_stats():
+    events = demo_events()
+    summary = summarize(events)
+
+    async def main():
+        app = live_app()
+        async with app.run_test(size=(160, 48)) as pilot:
+            app.apply_events(events, force=True)
+            await pilot.pause()
+            panel = app.query_one(AcceptancePanel)
+            return panel.body(panel.text_styles, panel.inner_width).plain
+
+    text = run(main())
+    assert fmt_opt(summary.session.acceptance_rate) in text
+    assert fmt_opt(summary.session.mean_acceptance_length) in text
+    req = summary.requests["r3"].stats
+    assert fmt_opt(req.acceptance_rate) in text and fmt_opt(req.mean_acceptance_length) in text
+
+
+def test_engine_factory_failure_shows_error_screen():
+    def factory():
+        raise RuntimeError("the vLLM engine extra is not installed")
+
+    async def main():
+        app = make_app(engine_factory=factory, gpu=False, theme_dirs=(), deterministic=True)
+        async with app.run_test() as pilot:
+            await until(pilot, lambda: isinstance(app.screen, EngineErrorScreen))
+            return app.screen.reason
+
+    assert run(main()) == "the vLLM engine extra is not installed"
+
+
+def test_engine_factory_success_enables_prompt_and_header():
+    engine = FakeEngine()
+
+    async def main():
+        app = make_app(engine_factory=lambda: engine, gpu=False, theme_dirs=(), deterministic=True)
+        async with app.run_test() as pilot:
+            await until(pilot, lambda: app.runner is not None)
+            return app.query_one(PromptInput).read_only, app.query_one(SessionHeader).describe()
+
+    read_only, header = run(main())
+    assert read_only is False
+    assert "target fake-target-8m" in header and "draft fake-draft-1m" in header and "k=4" in header
+
+
+def test_replay_plays_the_file_and_matches_stats(tmp_path):
+    header, events = synthetic_session(400, steps_per_request=40)
+    path = write_session(tmp_path, header, events)
+
+    async def main():
+        app = make_app(replay=path, speed=0, theme_dirs=(), deterministic=True)
+        async with app.run_test() as pilot:
+            await until(pilot, lambda: app.replayer.finished)
+            app.drain_now()
+            return app.state.summary.as_dict(), app.query_one(SessionHeader).render().plain, app.bridge.wakeups
+
+    got, header_text, wakeups = run(main())
+    data = read_session(path)
+    assert got == summarize(data.events).as_dict()
+    assert "REPLAY" in header_text and "synthetic-target" in header_text
+    assert wakeups < len(data.events) / 5  # batched: far fewer UI messages than events
+
+
+def test_replay_controls(tmp_path):
+    header, events = synthetic_session(50, steps_per_request=10)
+    path = write_session(tmp_path, header, events)
+
+    async def main():
+        app = make_app(replay=path, speed=1.0, autostart=False, theme_dirs=(), deterministic=True)
+        async with app.run_test() as pilot:
+            r = app.replayer
+            r.pause()
+            r.start()
+            out = {}
+            await pilot.press("n")
+            await asyncio.to_thread(r.wait_idle, 10)
+            app.drain_now()
+            out["after_step"] = app.state.summary.session.steps
+            await pilot.press("plus")
+            out["speed"] = r.speed
+            await pilot.press("minus", "minus")
+            out["slower"] = r.speed
+            await pilot.press("space")
+            out["paused_after_space"] = r.paused
+            await pilot.press("space")
+            await pilot.press("e")
+            await until(pilot, lambda: r.finished)
+            app.drain_now()
+            out["steps_at_end"] = app.state.summary.session.steps
+            app._update_status()
+            out["status"] = app.query_one(SessionHeader).status
+            return out
+
+    out = run(main())
+    assert out["after_step"] == 1
+    assert out["speed"] == 2.0 and out["slower"] == 0.5
+    assert out["paused_after_space"] is False
+    assert out["steps_at_end"] == 50
+    assert out["status"].startswith("done")
+
+
+def test_replay_speed_steps_reach_max():
+    async def main():
+        header, events = synthetic_session(5)
+        from specterm.session.reader import SessionData
+
+        app = make_app(replay=SessionData(path=Path("x"), header=header, events=events), autostart=False, theme_dirs=(), deterministic=True)
+        async with app.run_test() as pilot:
+            for _ in range(12):
+                await pilot.press("plus")
+            return app.replayer.speed, app.query_one(SessionHeader).status
+
+    speed, status = run(main())
+    assert math.isinf(speed) and "max" in status
+
+
+def test_gpu_sampler_with_fake_nvml_feeds_the_panel():
+    nvml = FakeNvml([FakeGpu(name="FAKE-NVML H200", dram_bw=55.0)])
+
+    async def main():
+        app = make_app(engine=FakeEngine(), header=demo_header(), gpu=nvml, theme_dirs=(), deterministic=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await until(pilot, lambda: app.state.gpu)
+            app.drain_now()
+            panel = app.query_one(GpuPanel)
+            return panel.body(panel.text_styles, panel.inner_width).plain
+
+    text = run(main())
+    assert "FAKE-NVML H200" in text and "DRAM bandwidth (GPM)" in text and "55%" in text
+
+
+def test_no_gpu_status_is_plain():
+    from specterm.events import GpuStatus
+
+    async def main():
+        app = live_app()
+        async with app.run_test() as pilot:
+            app.apply_events([GpuStatus(state="no_driver", message="NVML library not found")], force=True)
+            await pilot.pause()
+            panel = app.query_one(GpuPanel)
+            return panel.body(panel.text_styles, panel.inner_width).plain
+
+    text = run(main())
+    assert text.startswith("no NVIDIA GPU") and "NVML library not found" in text
