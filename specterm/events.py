@@ -87,7 +87,8 @@ class SpecStep(BaseEvent):
 
     ``drafted`` holds all k draft ids verified in this step; ``accepted`` = a; ``tokens`` are the
     emitted tokens (a + 1 of them when k > 0, unless the request stopped early on EOS/max tokens);
-    ``rejected`` = drafted[a:].
+    ``rejected`` = drafted[a:]. The last step of a request may emit fewer than a + 1 tokens
+    (max tokens or EOS cut it); ``accepted`` still counts what the target accepted, as vLLM does.
     """
 
     type: Literal["spec_step"] = "spec_step"
@@ -98,6 +99,9 @@ class SpecStep(BaseEvent):
     tokens: list[Token] = Field(default_factory=list)
     rejected: list[int] = Field(default_factory=list)
     rejected_text: list[str] = Field(default_factory=list)
+    invalid_drafts: int = 0
+    """Draft slots the grammar rejected before verification; not in ``drafted`` (vLLM excludes
+    them from its draft-token count too), but the step still counts as a draft."""
     wall_s: float = 0.0
 
 

@@ -40,7 +40,7 @@ class SpecStats:
             self.forced += tok.forced
         self.rejected += len(step.rejected)
         k = len(step.drafted)
-        if k:
+        if k or step.invalid_drafts:
             self.drafts += 1
             self.draft_tokens += k
             self.accepted += step.accepted

@@ -20,25 +20,9 @@ engine so an upgrade that moves it fails loudly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from vllm.v1.core.sched.scheduler import Scheduler
 
-
-@dataclass(frozen=True, slots=True)
-class StepRecord:
-    req_id: str
-    drafted: tuple[int, ...]
-    """Real draft ids verified this step (grammar-invalidated ``-1`` padding removed)."""
-    sampled: tuple[int, ...]
-    """Every token the target produced this step, before stop-string/max-token truncation."""
-    invalid: int
-    """Drafts the grammar rejected before verification (vLLM's ``num_invalid_spec_tokens``)."""
-
-    @property
-    def accepted(self) -> int:
-        # vLLM's own definition (scheduler.update_from_output): num_sampled - 1, when drafts existed.
-        return max(len(self.sampled) - 1, 0) if self.drafted else 0
+from specterm.engine.verdicts import StepRecord
 
 
 class CapturingScheduler(Scheduler):

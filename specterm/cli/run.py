@@ -1,0 +1,71 @@
+"""``specterm run PROMPT``: one request, headless, each token styled by its verdict."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from specterm.cli.common import add_engine_args, engine_config_from_args, session_header
+from specterm.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run one prompt headless and stream verdict-styled tokens",
+                       description=__doc__)
+    p.add_argument("prompt", help="the prompt text ('-' reads standard input)")
+    add_engine_args(p)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--schema", metavar="FILE", help="constrain output to this JSON Schema")
+    p.add_argument("--json", action="store_true", help="print one event per line (JSONL) instead")
+    p.add_argument("--show-rejected", action="store_true", help="show rejected draft tokens, struck through")
+    from specterm.session.recorder import add_record_args
+
+    add_record_args(p)
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import sys
+
+    from pydantic import ValidationError
+
+    from specterm.engine import GenerationParams, SessionClock, load_engine
+    from specterm.engine.schema import load_schema_file
+    from specterm.headless import HeadlessPrinter
+    from specterm.session.recorder import recorder_from_args
+
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    schema = load_schema_file(args.schema) if args.schema else None
+    try:
+        params = GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature, json_schema=schema)
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    config = engine_config_from_args(args)
+    clock = SessionClock()
+    engine = load_engine(config, clock=clock)
+    printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
+    header = session_header(config)
+    recorder = recorder_from_args(args, header)
+    if args.json:
+        printer(header)  # so `run --json > file` is itself a replayable session
+
+    def sink(event) -> None:
+        printer(event)
+        if recorder is not None:
+            recorder.write(event)
+
+    started = time.perf_counter()
+    try:
+        engine.generate(prompt, params, sink)
+    finally:
+        engine.close()
+        if recorder is not None:
+            recorder.close()
+    printer.finish(time.perf_counter() - started)
+    if engine.capabilities.sampling_verification_broken and args.temperature > 0 and not args.json:
+        printer.err.print("specterm: warning: temperature > 0 on the vLLM CPU build — speculative "
+                          "sampling verification is known broken here; treat these verdicts as suspect",
+                          markup=False)
+    return 0

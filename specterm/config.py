@@ -1,0 +1,105 @@
+"""Configuration: TOML file → environment (``SPECTERM_*``) → CLI flags, later wins.
+
+The file is ``$SPECTERM_CONFIG`` or ``<user config dir>/specterm/config.toml``; its ``[engine]``
+table holds ``EngineConfig`` fields, e.g.::
+
+    [engine]
+    target = "Qwen/Qwen2.5-7B-Instruct"
+    draft = "Qwen/Qwen2.5-0.5B-Instruct"
+    method = "draft_model"
+    num_speculative_tokens = 4
+    dtype = "bfloat16"
+
+Environment variables name the same fields: ``SPECTERM_TARGET``, ``SPECTERM_DRAFT``,
+``SPECTERM_METHOD``, ``SPECTERM_NUM_SPECULATIVE_TOKENS`` ... Every error is one line naming the
+source (file, variable or flag) and the field.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from specterm.engine.base import EngineConfig
+from specterm.errors import ConfigError
+
+ENV_PREFIX = "SPECTERM_"
+
+# Real pairs by hub id: plain config, loaded by vLLM as usual (need a hub or a local cache).
+PRESETS: dict[str, dict[str, Any]] = {
+    "llama-3.3-70b": {"target": "meta-llama/Llama-3.3-70B-Instruct", "draft": "meta-llama/Llama-3.2-1B-Instruct",
+                      "method": "draft_model", "num_speculative_tokens": 4, "dtype": "bfloat16",
+                      "tensor_parallel_size": 1},
+    "qwen2.5-7b": {"target": "Qwen/Qwen2.5-7B-Instruct", "draft": "Qwen/Qwen2.5-0.5B-Instruct",
+                   "method": "draft_model", "num_speculative_tokens": 4, "dtype": "bfloat16"},
+}
+
+
+def config_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(os.environ.get("SPECTERM_CONFIG") or Path(user_config_dir("specterm")) / "config.toml")
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        if os.environ.get("SPECTERM_CONFIG"):
+            raise ConfigError(f"config file {path} (from SPECTERM_CONFIG) does not exist")
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+    engine = data.get("engine", {})
+    if not isinstance(engine, dict):
+        raise ConfigError(f"config file {path}: [engine] must be a table")
+    return engine
+
+
+def _from_env() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in EngineConfig.model_fields:
+        value = os.environ.get(ENV_PREFIX + name.upper())
+        if value is not None:
+            out[name] = None if (name == "method" and value.lower() in ("none", "")) else value
+    return out
+
+
+def _validate(merged: dict[str, Any], sources: dict[str, str]) -> EngineConfig:
+    try:
+        return EngineConfig(**merged)
+    except ValidationError as err:
+        e = err.errors()[0]
+        field = ".".join(str(p) for p in e["loc"]) or "(config)"
+        where = sources.get(field, "config")
+        raise ConfigError(f"bad {field} (from {where}): {e['msg']}") from None
+
+
+def resolve_engine_config(flags: dict[str, Any], *, preset: str | None = None,
+                          default_models: tuple[str, str] | None = None) -> EngineConfig:
+    """Merge defaults, preset, file, environment and flags (``None`` flag values are unset)."""
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def layer(values: dict[str, Any], where: str) -> None:
+        for key, value in values.items():
+            merged[key] = value
+            sources[key] = where
+
+    if default_models:
+        layer({"target": default_models[0], "draft": default_models[1]}, "defaults")
+    if preset:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
+        layer(PRESETS[preset], f"preset {preset}")
+    path = config_path()
+    layer(_from_file(path), str(path))
+    layer(_from_env(), "environment")
+    layer({k: v for k, v in flags.items() if v is not None}, "command line")
+    if "target" not in merged:
+        raise ConfigError("no target model: pass --target PATH or set it in the config file")
+    return _validate(merged, sources)

@@ -1,0 +1,150 @@
+"""From one engine step's record and delta to a ``spec_step`` event; and reconciliation.
+
+Verdict assignment for a step whose scheduler record says the target verified k draft slots
+(``drafted`` plus grammar-invalidated ``invalid`` slots) and sampled ``a + 1`` tokens:
+
+* position i < a → ``accepted``;
+* position a → ``bonus`` when a == k (every draft kept), else ``correction``;
+* a step with k == 0 → every token is ``target``.
+
+Nothing here imports vLLM: the engine hands in plain lists and metric objects, so the logic is
+testable on its own and shared by every engine implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from specterm.events import BaseEvent, Error, SpecStep, Token
+from specterm.stats import SpecStats
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    req_id: str
+    drafted: tuple[int, ...]
+    """Real draft ids verified this step (grammar-invalidated ``-1`` padding removed)."""
+    sampled: tuple[int, ...]
+    """Every token the target produced this step, before stop-string/max-token truncation."""
+    invalid: int
+    """Drafts the grammar rejected before verification (vLLM's ``num_invalid_spec_tokens``)."""
+
+    @property
+    def accepted(self) -> int:
+        # vLLM's own definition (scheduler.update_from_output): num_sampled - 1, when drafts existed.
+        return max(len(self.sampled) - 1, 0) if self.drafted else 0
+
+
+SPEC_METRICS = {
+    "vllm:spec_decode_num_drafts": "drafts",
+    "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "accepted",
+}
+PER_POS_METRIC = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def assign_verdicts(emitted: Sequence[int], record: StepRecord | None) -> tuple[list[str], int, int]:
+    """Verdicts for the emitted ids of one step; returns (verdicts, accepted a, draft slots k)."""
+    k = len(record.drafted) + record.invalid if record else 0
+    if k == 0:
+        return ["target"] * len(emitted), 0, 0
+    a = record.accepted
+    verdicts = [
+        "accepted" if i < a else ("bonus" if a == k else "correction") for i in range(len(emitted))
+    ]
+    return verdicts, a, k
+
+
+class StepAssembler:
+    """Turns (delta ids, scheduler record) pairs of one request into ``spec_step`` events."""
+
+    def __init__(self, request_id: str, hf_tokenizer: Any, prompt_ids: Sequence[int],
+                 clock: Callable[[], float], sink: Callable[[BaseEvent], None]) -> None:
+        from tokenizers.decoders import DecodeStream
+
+        self.request_id = request_id
+        self.stats = SpecStats()
+        self.per_step: list[tuple[int, int]] = []
+        """(draft tokens, accepted) of each step with drafts: vLLM's detailed per-step lists."""
+        self._hf = hf_tokenizer
+        self._backend = hf_tokenizer.backend_tokenizer
+        # Primed with the prompt's tail so the first piece decodes in context (leading spaces).
+        self._stream = DecodeStream(ids=list(prompt_ids[-4:]), skip_special_tokens=True)
+        self._clock, self._sink = clock, sink
+        self._index = 0
+
+    def _piece(self, token_id: int) -> str:
+        return self._stream.step(self._backend, token_id) or ""
+
+    def add(self, emitted: list[int], record: StepRecord | None, wall_s: float) -> SpecStep | None:
+        if not emitted and record is None:
+            return None
+        verdicts, a, k = assign_verdicts(emitted, record)
+        if record is not None and list(record.sampled[: len(emitted)]) != emitted:
+            self._sink(Error(t=self._clock(), level="warning", where="verdicts", request_id=self.request_id,
+                             message=f"step {self._index}: emitted ids {emitted} are not a prefix of "
+                                     f"the sampled ids {list(record.sampled)}"))
+        drafted = list(record.drafted) if record else []
+        rejected = drafted[a:]
+        step = SpecStep(
+            t=self._clock(),
+            request_id=self.request_id,
+            index=self._index,
+            drafted=drafted,
+            accepted=a,
+            tokens=[Token(id=i, text=self._piece(i), verdict=v) for i, v in zip(emitted, verdicts)],
+            rejected=rejected,
+            rejected_text=[self._hf.decode([r]) for r in rejected],
+            invalid_drafts=record.invalid if record else 0,
+            wall_s=wall_s,
+        )
+        self._index += 1
+        self.stats.add_step(step)
+        if k:
+            self.per_step.append((len(drafted), a))
+        self._sink(step)
+        return step
+
+
+def spec_counters(metrics: Sequence[Any]) -> dict[str, Any]:
+    """vLLM's cumulative spec-decode counters, summed over label sets."""
+    out: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "accepted_per_pos": []}
+    for m in metrics:
+        if m.name in SPEC_METRICS:
+            out[SPEC_METRICS[m.name]] += int(m.value)
+        elif m.name == PER_POS_METRIC:
+            pos = out["accepted_per_pos"]
+            for i, v in enumerate(m.values):
+                if i < len(pos):
+                    pos[i] += int(v)
+                else:
+                    pos.append(int(v))
+    return out
+
+
+def _trim(values: list[int]) -> list[int]:
+    values = list(values)
+    while values and values[-1] == 0:
+        values.pop()
+    return values
+
+
+def reconcile(stats: SpecStats, per_step: list[tuple[int, int]], before: dict[str, Any],
+              after: dict[str, Any], detailed: Any) -> tuple[dict, dict, list[str]]:
+    """Compare our counts for one request with vLLM's counter deltas and per-request metrics."""
+    ours = {"drafts": stats.drafts, "draft_tokens": stats.draft_tokens, "accepted": stats.accepted,
+            "accepted_per_pos": _trim(stats.accepted_per_pos)}
+    pos_before = before["accepted_per_pos"] + [0] * len(after["accepted_per_pos"])
+    theirs: dict[str, Any] = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
+    theirs["accepted_per_pos"] = _trim([v - pos_before[i] for i, v in enumerate(after["accepted_per_pos"])])
+    problems = [f"{key}: ours {ours[key]} vs vllm {theirs[key]}" for key in ours if ours[key] != theirs[key]]
+    if detailed is not None:
+        steps = list(zip(detailed.per_step_drafted, detailed.per_step_accepted))
+        theirs["per_step"] = steps
+        if steps != per_step:
+            first = next((i for i, (x, y) in enumerate(zip(steps, per_step)) if x != y), min(len(steps), len(per_step)))
+            problems.append(f"per-step (drafted, accepted) differ from step {first} "
+                            f"({len(per_step)} ours vs {len(steps)} vllm)")
+    else:
+        problems.append("vLLM returned no per-request spec-decode metrics")
+    return ours, theirs, problems

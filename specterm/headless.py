@@ -1,0 +1,99 @@
+"""The headless event sink: a verdict-styled token stream and one-line summaries on a terminal.
+
+Shared by ``specterm run`` and ``specterm replay --headless`` so both print the same thing. All text
+from events is untrusted and goes through ``render.inert`` inside ``rich.text.Text`` (no markup).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+from specterm.events import (
+    AgentStepStarted,
+    BaseEvent,
+    EngineCounters,
+    Error,
+    Retrieval,
+    SpecStep,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    dump_event,
+)
+from specterm.render import inert, legend_text, step_text
+from specterm.stats import SessionSummary, SpecStats, fmt_opt
+
+
+def summary_line(stats: SpecStats, wall_s: float | None = None) -> Text:
+    rate = stats.acceptance_rate
+    parts = [f"{stats.tokens} tokens",
+             f"acceptance {fmt_opt(None if rate is None else 100 * rate, '.1f')}%",
+             f"mean acceptance length {fmt_opt(stats.mean_acceptance_length)}"]
+    if wall_s:
+        parts.append(f"{stats.tokens / wall_s:.1f} tok/s")
+    counts = " ".join(f"{k} {v}" for k, v in stats.by_verdict.items())
+    return Text(" · ".join(parts) + f"  [{counts}; rejected {stats.rejected}]", style="dim")
+
+
+class HeadlessPrinter:
+    """Event sink for a terminal. ``json=True`` prints one event per line instead (for ``jq``)."""
+
+    def __init__(self, console: Console | None = None, *, json: bool = False,
+                 show_rejected: bool = False, err_console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.err = err_console or Console(stderr=True, highlight=False, soft_wrap=True)
+        self.json = json
+        self.show_rejected = show_rejected
+        self.summary = SessionSummary()
+        self.warnings: list[str] = []
+        self._mid_line = False
+
+    def _line(self, text: Text) -> None:
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
+        self.console.print(text)
+
+    def __call__(self, event: BaseEvent) -> None:
+        self.summary.add(event)
+        if isinstance(event, Error):
+            self.warnings.append(event.message)
+            if self._mid_line:
+                self.console.print()
+                self._mid_line = False
+            self.err.print(Text(f"specterm: {event.level}: {inert(event.message)}"))
+        if self.json:
+            sys.stdout.write(dump_event(event) + "\n")
+            sys.stdout.flush()
+            return
+        if isinstance(event, SpecStep):
+            self.console.print(step_text(event, show_rejected=self.show_rejected), end="")
+            self.console.file.flush()
+            self._mid_line = True
+        elif isinstance(event, UserMessage):
+            self._line(Text("> ", style="bold") + Text(inert(event.text)))
+        elif isinstance(event, AgentStepStarted):
+            self._line(Text(f"── step {event.step}: {event.kind}", style="bold"))
+        elif isinstance(event, Retrieval):
+            for p in event.passages:
+                self._line(Text(f"  [{p.score:.2f}] {inert(p.doc)}: {inert(p.text[:100])}", style="dim"))
+        elif isinstance(event, ToolCall):
+            self._line(Text(f"  → {inert(event.name)}({inert(event.raw or str(event.arguments))})"))
+        elif isinstance(event, ToolResult):
+            body = event.content if event.ok else f"error: {event.error}"
+            self._line(Text(f"  ← {inert(body[:400])}", style="dim" if event.ok else "red"))
+        elif isinstance(event, EngineCounters) and not event.matched:
+            self._line(Text(f"verdicts do NOT reconcile with vLLM: {inert(event.detail)}", style="bold red"))
+
+    def finish(self, wall_s: float | None = None, legend: bool = True) -> None:
+        if self.json:
+            return
+        if self._mid_line:
+            self.console.print()
+            self._mid_line = False
+        if legend:
+            self.console.print(legend_text())
+        self.console.print(summary_line(self.summary.session, wall_s))

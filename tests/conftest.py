@@ -1,0 +1,40 @@
+"""Shared fixtures. The engine tests use the REAL vLLM (CPU build) on a tiny trained Llama pair that
+the tests build themselves (``specterm.engine.tiny_models``), cached between runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_VLLM:
+        return
+    skip = pytest.mark.skip(reason="the vLLM engine extra is not installed")
+    for item in items:
+        if "engine" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    """(target_dir, draft_dir) of the tiny pair; built once (about a minute), then reused."""
+    from specterm.engine.models import tiny_pair_dir
+    from specterm.engine.tiny_models import build_tiny_pair
+
+    target, draft = build_tiny_pair(tiny_pair_dir())
+    return str(target), str(draft)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(tmp_path, monkeypatch):
+    # Recording is on by default: keep test sessions out of the user's data dir.
+    monkeypatch.setenv("SPECTERM_DATA_DIR", str(tmp_path / "specterm-data"))
+    monkeypatch.delenv("SPECTERM_CONFIG", raising=False)
+    for name in list(os.environ):
+        if name.startswith("SPECTERM_") and name not in ("SPECTERM_DATA_DIR", "SPECTERM_CACHE_DIR"):
+            monkeypatch.delenv(name, raising=False)
