@@ -111,6 +111,14 @@ def test_unknown_event_types_are_skipped_and_counted(tmp_path):
     assert "'hologram'" in data.warnings[0] and "'quantum_step'" in data.warnings[0]
 
 
+def test_many_distinct_unknown_types_are_all_counted(tmp_path):
+    lines = [json.dumps({"type": f"future_{i}"}) for i in range(1000)]
+    data = read_unchanged(write(tmp_path, HEADER, *lines, END))
+    assert data.skipped_unknown == 1000
+    [warning] = [w for w in data.warnings if "unknown type" in w]
+    assert "'future_0', 'future_1', 'future_10'" in warning and warning.endswith("newer specterm?")
+
+
 def test_a_10_mb_line_is_skipped_with_bounded_memory(tmp_path):
     huge = json.dumps({"type": "user_message", "request_id": "u", "text": "x" * 10_000_000})
     path = write(tmp_path, HEADER, STEP, huge, STEP, END)

@@ -216,6 +216,6 @@ def test_sigkill_mid_recording_loses_at_most_the_event_being_written(tmp_path):
     assert indexes == list(range(len(indexes)))
     assert all(e.tokens[1].verdict == "correction" for e in data.events)
     # No session_ended (it was killed), said once; at most one partial line was dropped.
-    assert any("no session_ended" in w for w in data.warnings)
+    assert any("no session_ended event" in w for w in data.warnings)
     assert sum("truncated" in w for w in data.warnings) <= 1
     assert len(data.warnings) <= 2

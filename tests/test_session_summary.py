@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -25,6 +26,12 @@ def _step(i: int, k: int, a: int, wall_s: float, rid: str = "r") -> SpecStep:
 
 # (k, a): 4 drafted all kept; 4 drafted 1 kept; no draft; 2 drafted none kept.
 STEPS = [_step(0, 4, 4, 0.010), _step(1, 4, 1, 0.020), _step(2, 0, 0, 0.030), _step(3, 2, 0, 0.040)]
+
+
+@pytest.fixture(autouse=True)
+def _unfreeze():
+    yield
+    gc.unfreeze()  # `replay` freezes the GC for its events (a CLI process-level choice); undo it here
 
 
 @pytest.fixture

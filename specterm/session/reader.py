@@ -48,6 +48,7 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 are well under it; a longer line is skipped rather than held in memory."""
 
 MAX_DETAILED_WARNINGS = 20
+MAX_UNKNOWN_NAMES = 100
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _REFUSED_MAGIC = {b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -189,7 +190,7 @@ def _read_header(lines: _Lines, name: str) -> tuple[SessionStarted, int]:
     return header, version
 
 
-def _classify(line: bytes, number: int, problems: _Problems, unknown: dict[str, int]) -> None:
+def _classify(line: bytes, number: int, problems: _Problems, unknown: dict[str | None, int]) -> None:
     """Explain why ``line`` did not validate (the slow path, only for bad lines)."""
     if not line.strip():
         return  # blank lines are harmless (a hand-edited file); skip them silently
@@ -212,7 +213,10 @@ def _classify(line: bytes, number: int, problems: _Problems, unknown: dict[str, 
         return
     kind = obj.get("type")
     if isinstance(kind, str) and kind not in EVENT_TYPES:
-        unknown[kind] = unknown.get(kind, 0) + 1
+        # Count every one, but remember at most MAX_UNKNOWN_NAMES names: a hostile file could hold a
+        # million distinct ones.
+        key = kind if kind in unknown or len(unknown) < MAX_UNKNOWN_NAMES else None  # None: the rest
+        unknown[key] = unknown.get(key, 0) + 1
         return
     try:
         EVENT_ADAPTER.validate_python(obj)
@@ -260,7 +264,7 @@ def read_session(
 
 def _read_events(lines: _Lines, data: SessionData, name: str, upgrade: migrate.Migration | None) -> None:
     problems = _Problems(name)
-    unknown: dict[str, int] = {}
+    unknown: dict[str | None, int] = {}
     events = data.events
     # Hot loop (100k+ lines): locals instead of attribute lookups, and no exception raised on the
     # happy path.
@@ -300,14 +304,16 @@ def _read_events(lines: _Lines, data: SessionData, name: str, upgrade: migrate.M
     data.warnings.extend(problems.lines())
     if unknown:
         data.skipped_unknown = sum(unknown.values())
-        kinds = ", ".join(_show(k) for k in sorted(unknown)[:5]) + (", …" if len(unknown) > 5 else "")
+        names = sorted(k for k in unknown if k is not None)
+        kinds = ", ".join(_show(k) for k in names[:5]) + (", …" if len(unknown) > 5 else "")
         data.warnings.append(
             f"{name}: skipped {data.skipped_unknown} events of unknown type ({kinds}); "
             "written by a newer specterm?"
         )
     _check_times(data, name)
     if not events or events[-1].type != "session_ended":
-        data.warnings.append(f"{name}: no session_ended at the end: the recording stopped early (crash or kill?)")
+        data.warnings.append(f"{name}: no session_ended event at the end; the session may be incomplete "
+                             "(recording interrupted?)")
 
 
 def _size(n: int) -> str:
