@@ -1,0 +1,13 @@
+# The two quick-start commands (README): both install what they need first, and are idempotent.
+.PHONY: chat test install
+
+chat:
+	@scripts/install.sh
+	.venv/bin/specterm chat
+
+test:
+	@scripts/install.sh --test
+	.venv/bin/python -m pytest -q
+
+install:
+	@scripts/install.sh
