@@ -26,7 +26,7 @@ from specterm.events import FORMAT_VERSION
 EventDict = dict[str, Any]
 Migration = Callable[[EventDict], EventDict]
 
-OLDEST_HEADER_TYPES = frozenset({"session_started", "session_start"})
+HEADER_TYPES = frozenset({"session_started", "session_start"})
 """Header ``type`` names of every format version, current first; used to recognise the header."""
 
 

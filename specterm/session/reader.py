@@ -76,13 +76,21 @@ def _show(value: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _first_error(err: ValidationError) -> str:
+def _clip(text: str, width: int) -> str:
+    """``text`` shortened to ``width`` with non-printable characters escaped (pydantic's messages
+    can quote file content)."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: width + 1])
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _first_error(err: ValidationError, *, tagged: bool = True) -> str:
     """The first problem of a validation error as one short line, e.g. ``tokens.0.verdict: Input
-    should be 'accepted', …``."""
+    should be 'accepted', …``. ``tagged``: the error came from the event union, whose first
+    location element is the ``type`` tag, not a field."""
     first = err.errors(include_url=False, include_input=False)[0]
-    loc = ".".join(str(p) for p in first["loc"][1:] or first["loc"])  # [0] is the union tag
+    loc = ".".join(str(p) for p in (first["loc"][1:] if tagged else first["loc"]))
     msg = first["msg"].splitlines()[0]
-    return _show(f"{loc}: {msg}" if loc else msg, 100).strip("'\"")
+    return _clip(f"{loc}: {msg}" if loc else msg, 100)
 
 
 def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
@@ -178,7 +186,8 @@ def _read_header(lines: _Lines, name: str) -> tuple[SessionStarted, int]:
         if not line.endswith(b"\n"):
             raise SessionFileError(f"{name}: file ends inside its first line; not a complete session") from None
         raise SessionFileError(f"{name}: not a specterm session file (line 1 is not JSON)") from None
-    if not isinstance(obj, dict) or obj.get("type") not in migrate.OLDEST_HEADER_TYPES:
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if not isinstance(kind, str) or kind not in migrate.HEADER_TYPES:  # str first: [1] is unhashable
         raise SessionFileError(f"{name}: not a specterm session file (line 1 is not a session_started header)")
     version = migrate.header_version(obj, name)
     migrate.check_version(version, name)
@@ -186,7 +195,7 @@ def _read_header(lines: _Lines, name: str) -> tuple[SessionStarted, int]:
     try:
         header = SessionStarted.model_validate(upgrade(obj) if upgrade is not None else obj)
     except ValidationError as err:
-        raise SessionFileError(f"{name}: invalid session header: {_first_error(err)}") from None
+        raise SessionFileError(f"{name}: invalid session header: {_first_error(err, tagged=False)}") from None
     return header, version
 
 
