@@ -127,6 +127,8 @@ class SpecTermApp(App):
 
             self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset)
         self._autostart = autostart
+        self._dashboard_ready = False
+        self._early: list[Any] = []
         self.gpu_idle_text = (
             "no GPU samples in this session"
             if mode == "replay"
@@ -153,6 +155,7 @@ class SpecTermApp(App):
 
     def main_screen_ready(self) -> None:
         """Called by ``MainScreen.on_mount`` (its widgets exist only from then on)."""
+        self._dashboard_ready = True
         for err in self._theme_errors:
             self.notify(err, title="theme file ignored", severity="error", timeout=15)
         for warning in self._warnings[:5]:
@@ -174,6 +177,9 @@ class SpecTermApp(App):
         else:
             self.query_one(PromptInput).focus()
             self._start_live()
+        if self._early:
+            early, self._early = self._early, []
+            self.apply_events(early, force=True)
         self._update_status()
 
     def _start_live(self) -> None:
@@ -253,6 +259,10 @@ class SpecTermApp(App):
 
     def apply_events(self, events: Iterable[Any], *, force: bool = False) -> None:
         """Apply a batch on the UI thread: cheap bookkeeping per event, widget work once."""
+        if not self._dashboard_ready:
+            # Before the dashboard's widgets exist (first frames): keep them for main_screen_ready.
+            self._early.extend(events)
+            return
         transcript = self.query_one(Transcript)
         state = self.state
         model = transcript.model

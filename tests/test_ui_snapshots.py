@@ -1,0 +1,154 @@
+"""Snapshot tests (pytest-textual-snapshot). Update with ``pytest --snapshot-update`` and review the
+SVGs under ``tests/__snapshots__/``.
+
+Determinism: events are applied synchronously on the UI thread (``apply_events`` with panels forced)
+instead of through a timed thread; the replayer is never started on its own clock; cursor blink and
+animations are off (``deterministic=True``); no wall-clock text is shown anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from specterm.events import GpuStatus, SessionEnded, dump_event
+from specterm.session.reader import SessionData, read_session
+from specterm.ui.app import make_app
+from specterm.ui.testing import FakeEngine, demo_events, demo_header, fake_gpu_samples
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
+SAMPLE = "orders.jsonl"
+
+
+def sample_session() -> SessionData:
+    """The recorded sample session the replay snapshots use (read like any session file)."""
+    path = SAMPLES / SAMPLE
+    if path.exists():
+        return read_session(path)
+    # Until recorded samples exist: the hand-built demo, through the same file reader.
+    tmp = Path(tempfile.mkdtemp()) / "demo.jsonl"
+    events = [demo_header(), *demo_events(), SessionEnded(t=0.2)]
+    tmp.write_text("".join(dump_event(e) + "\n" for e in events))
+    return read_session(tmp)
+
+WIDE = (160, 48)
+MID = (120, 36)
+NARROW = (80, 24)
+
+
+def live(**kw):
+    return make_app(engine=FakeEngine(), header=demo_header(), gpu=False, theme_dirs=(), deterministic=True, **kw)
+
+
+def feed(events, *, then=()):
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        pilot.app.apply_events(events, force=True)
+        for key in then:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
+
+
+def mid_stream():
+    """Everything up to the answer's last engine step, before it finishes: every verdict kind is
+    on screen and the answer block has no footer yet."""
+    events = demo_events()
+    cut = next(i for i, e in enumerate(events) if getattr(e, "index", None) == 2 and getattr(e, "request_id", "") == "r3")
+    return events[: cut + 1]
+
+
+def test_initial_screen(snap_compare):
+    assert snap_compare(live(), terminal_size=MID)
+
+
+def test_mid_stream_all_verdicts(snap_compare):
+    assert snap_compare(live(), terminal_size=MID, run_before=feed(mid_stream()))
+
+
+def test_rejected_shown(snap_compare):
+    assert snap_compare(live(), terminal_size=MID, run_before=feed(demo_events(), then=["f3"]))
+
+
+def test_forced_unmarked(snap_compare):
+    assert snap_compare(live(), terminal_size=MID, run_before=feed(demo_events(), then=["f4"]))
+
+
+@pytest.mark.parametrize("theme", ["specterm-dark", "specterm-light", "specterm-high-contrast"])
+def test_theme(snap_compare, theme):
+    assert snap_compare(live(theme=theme), terminal_size=MID, run_before=feed(demo_events() + fake_gpu_samples(), then=["f3"]))
+
+
+def test_narrow_80x24(snap_compare):
+    assert snap_compare(live(), terminal_size=NARROW, run_before=feed(demo_events() + fake_gpu_samples()))
+
+
+def test_narrow_panels_hidden(snap_compare):
+    assert snap_compare(live(), terminal_size=NARROW, run_before=feed(demo_events(), then=["f2"]))
+
+
+def test_wide_160x48(snap_compare):
+    assert snap_compare(live(), terminal_size=WIDE, run_before=feed(demo_events() + fake_gpu_samples()))
+
+
+def test_engine_failed_to_start(snap_compare):
+    def factory():
+        raise RuntimeError("the vLLM engine extra is not installed (pip install 'specterm[cpu]')")
+
+    app = make_app(engine_factory=factory, gpu=False, theme_dirs=(), deterministic=True)
+
+    async def run_before(pilot) -> None:
+        for _ in range(200):  # the factory runs on a worker thread
+            if app.screen.__class__.__name__ == "EngineErrorScreen":
+                break
+            await pilot.pause(0.01)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+def test_no_gpu_panel(snap_compare):
+    status = GpuStatus(state="no_driver", message="NVML library not found (no NVIDIA driver)")
+    assert snap_compare(live(), terminal_size=MID, run_before=feed([status, *demo_events()]))
+
+
+def test_gpu_panel_fake_samples(snap_compare):
+    assert snap_compare(live(), terminal_size=MID, run_before=feed(fake_gpu_samples(12)))
+
+
+def test_replay_paused(snap_compare):
+    data = sample_session()
+    app = make_app(replay=data, autostart=False, theme_dirs=(), deterministic=True)
+
+    async def run_before(pilot) -> None:
+        r = app.replayer
+        r.pause()
+        r.start()
+        for _ in range(6):  # through the 6th engine step: mid-answer in the demo
+            r.step()
+        await asyncio.to_thread(r.wait_idle, 30)
+        app.drain_now()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=MID, run_before=run_before)
+
+
+def test_replay_finished_narrow(snap_compare):
+    data = sample_session()
+    app = make_app(replay=data, autostart=False, theme_dirs=(), deterministic=True)
+
+    async def run_before(pilot) -> None:
+        r = app.replayer
+        r.pause()
+        r.start()
+        r.jump_to_end()
+        await asyncio.to_thread(r.wait_idle, 30)
+        app.drain_now()
+        app._update_status()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
