@@ -175,3 +175,15 @@ def test_core_packages_do_not_import_textual():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("flags", [["--headless"], ["--headless", "--json"], ["--summary"]])
+def test_a_full_disk_on_stdout_is_one_error_line(tmp_path, flags):
+    path = _record(tmp_path / "s.jsonl", synthetic_session(200)[1])
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-c", "import sys; from specterm.cli import main; sys.exit(main())",
+                               "replay", str(path), *flags], stdout=full, stderr=subprocess.PIPE, text=True,
+                              cwd=REPO, timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "specterm: error: cannot write the output: No space left on device"

@@ -15,12 +15,14 @@ line and a non-zero exit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
+from specterm.errors import SpectermError
 from specterm.render import inert
 
 
@@ -70,7 +72,8 @@ def handle(args: argparse.Namespace) -> int:
     for warning in data.warnings:
         _warn(warning)
     if args.summary:
-        return print_summary(data, as_json=args.json)
+        with _writing_output():
+            return print_summary(data, as_json=args.json)
     if not args.headless:
         if not sys.stdout.isatty():
             _note("standard output is not a terminal; replaying headless")
@@ -91,25 +94,36 @@ def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_reje
     from specterm.session.replay import Replayer
 
     printer = HeadlessPrinter(json=as_json, show_rejected=show_rejected)
-    if as_json:
-        printer(data.header)
-    replayer = Replayer(data.events, printer, speed=speed)
-    replayer.start()
+    with _writing_output():
+        if as_json:
+            printer(data.header)
+        replayer = Replayer(data.events, printer, speed=speed)
+        replayer.start()
+        try:
+            while not replayer.wait_idle(0.25):  # short waits keep Ctrl+C responsive
+                pass
+        except KeyboardInterrupt:
+            replayer.stop()
+            raise
+        if replayer.error is not None:
+            raise replayer.error  # the sink's error, raised on its thread
+        end_t = data.events[-1].t if data.events else 0.0
+        printer.finish(end_t if math.isfinite(end_t) and end_t > 0 else None)
+    return 0
+
+
+@contextlib.contextmanager
+def _writing_output() -> Iterator[None]:
+    """Output failures as one line, not a traceback. A closed pipe (``… | head``) exits 1 quietly,
+    as Rich does for what it prints (it raises ``SystemExit(1)`` itself)."""
     try:
-        while not replayer.wait_idle(0.25):  # short waits keep Ctrl+C responsive
-            pass
-    except KeyboardInterrupt:
-        replayer.stop()
-        raise
-    if isinstance(replayer.error, BrokenPipeError):  # `specterm replay f --headless | head`
+        yield
+    except BrokenPipeError:
         # Point stdout at devnull so the interpreter's final flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    if replayer.error is not None:
-        raise replayer.error
-    end_t = data.events[-1].t if data.events else 0.0
-    printer.finish(end_t if math.isfinite(end_t) and end_t > 0 else None)
-    return 0
+        raise SystemExit(1) from None
+    except OSError as err:  # e.g. ENOSPC: standard output is a full disk
+        raise SpectermError(f"cannot write the output: {err.strerror or err}") from None
 
 
 # -- --summary --------------------------------------------------------------------------------------
