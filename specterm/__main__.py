@@ -1,0 +1,5 @@
+import sys
+
+from specterm.cli import main
+
+sys.exit(main())
