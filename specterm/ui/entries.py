@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 
 from specterm.events import SpecStep
 from specterm.render import inert
@@ -80,12 +80,23 @@ class TokensPart:
     def _append_step(out: Text, step: SpecStep, styles: dict[str, Style], opts: ViewOptions) -> None:
         forced = styles["forced-layer"]
 
+        def put(text: str, style: Style) -> None:
+            # Runs of one style become one span: a 500-token answer of mostly accepted tokens
+            # renders (and converts to Textual Content) far cheaper than one span per token.
+            spans = out.spans
+            end = len(out)
+            if spans and spans[-1].end == end and spans[-1].style == style:
+                out.append(text)
+                spans[-1] = Span(spans[-1].start, len(out), style)
+            else:
+                out.append(text, style)
+
         def emit(i: int) -> None:
             tok = step.tokens[i]
             style = styles[tok.verdict]
             if opts.show_forced and tok.forced:
                 style = style + forced
-            out.append(inert(tok.text), style)
+            put(inert(tok.text), style)
 
         # Rejected drafts go where they were proposed: after the accepted prefix, before the
         # target's correction — reading "kept ~~proposed~~ correction" like a diff.
@@ -93,7 +104,7 @@ class TokensPart:
         for i in range(split):
             emit(i)
         if opts.show_rejected and step.rejected_text:
-            out.append(inert("".join(step.rejected_text)), styles["rejected"])
+            put(inert("".join(step.rejected_text)), styles["rejected"])
         for i in range(split, len(step.tokens)):
             emit(i)
 

@@ -11,6 +11,7 @@ import time
 
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.timer import Timer
 from textual.widget import Widget
 
@@ -27,6 +28,7 @@ class Panel(Widget):
         self.border_title = title
         self._last = 0.0
         self._timer: Timer | None = None
+        self._width = 0
 
     def mark_stale(self) -> None:
         if self._timer is not None:
@@ -48,9 +50,15 @@ class Panel(Widget):
     def text_styles(self) -> dict[str, Style]:
         return style_map(self)
 
+    def on_resize(self, event: events.Resize) -> None:
+        # Remembered here: asking for content_region inside render() forces a full compositor
+        # map during layout, which cost seconds per flood in the throughput benchmark.
+        self._width = event.size.width - self.styles.gutter.width  # Resize carries the outer size
+        self.refresh(layout=True)
+
     @property
     def inner_width(self) -> int:
-        return max(10, self.content_region.width or self.size.width or 30)
+        return max(10, self._width or 30)
 
     def render(self) -> Text:
         return self.body(self.text_styles, self.inner_width)

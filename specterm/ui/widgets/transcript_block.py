@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
+from textual.content import Content
 from textual.widget import Widget
 
 from specterm.ui.entries import Entry
@@ -23,13 +23,14 @@ class TranscriptBlock(Widget):
         self.entry = entry
         self._transcript = transcript
         self._cache_key: tuple[int, int, object] | None = None
-        self._cache = Text()
+        self._cache = Content("")
 
-    def render(self) -> Text:
-        # render() runs more than once per frame (measure, then paint): rebuild only on change.
+    def render(self) -> Content:
+        # render() runs more than once per frame (measure, then paint): rebuild only on change,
+        # and cache the converted Content, not the Rich Text (the conversion is the costly part).
         styles, opts = self._transcript.current_styles, self._transcript.options
         key = (self.entry.version, id(styles), opts)
         if key != self._cache_key:
-            self._cache = self.entry.render(styles, opts)
+            self._cache = Content.from_rich_text(self.entry.render(styles, opts))
             self._cache_key = key
         return self._cache
