@@ -32,6 +32,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from specterm.engine import GenerationParams, SessionClock, load_engine
     from specterm.engine.schema import load_schema_file
+    from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
     from specterm.session.recorder import recorder_from_args
 
@@ -62,7 +63,9 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         engine.close()
         if recorder is not None:
-            recorder.close()
+            recorder.close()  # writes session_ended itself
+    if args.json:
+        printer(SessionEnded(t=clock()))
     printer.finish(time.perf_counter() - started)
     if engine.capabilities.sampling_verification_broken and args.temperature > 0 and not args.json:
         printer.err.print("specterm: warning: temperature > 0 on the vLLM CPU build — speculative "

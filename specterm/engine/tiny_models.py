@@ -73,8 +73,8 @@ def _config(vocab_size: int, layers: int, hidden: int, name: str):
 
 
 def corpus_lines(seed: int = 0, n: int = 1500) -> list[str]:
-    """A small, varied, deterministic corpus in the shapes the agent produces: tool-call JSON,
-    SQL, and runbook prose. Entities vary (names, numbers, tables) so a weak draft gets the
+    """A small, varied, deterministic corpus in the shapes the agent produces: tool-call JSON
+    (compact, as structured outputs emit it with ``disable_any_whitespace``), SQL, runbook prose. Entities vary (names, numbers, tables) so a weak draft gets the
     boilerplate right and misses values, as real drafts do."""
     import random
 
@@ -91,10 +91,10 @@ def corpus_lines(seed: int = 0, n: int = 1500) -> list[str]:
         num = rng.randint(1, 999)
         if kind < 0.35:
             sql = f"SELECT {c}, {c2} FROM {t} WHERE {c} > {num} ORDER BY {c2} LIMIT {rng.randint(1, 50)}"
-            out.append('{"tool": "query_sql", "arguments": {"sql": "%s"}}' % sql)
+            out.append('{"tool":"query_sql","arguments":{"sql":"%s"}}' % sql)
         elif kind < 0.55:
             q = f"{rng.choice(verbs)} the {rng.choice(services)} service"
-            out.append('{"tool": "search_docs", "arguments": {"query": "%s", "top_k": %d}}'
+            out.append('{"tool":"search_docs","arguments":{"query":"%s","top_k":%d}}'
                        % (q, rng.randint(1, 5)))
         elif kind < 0.7:
             out.append(f"The customer {rng.choice(names)} placed {num} {t} with {c} above {num // 3}.")
@@ -148,7 +148,7 @@ def build_tiny_pair(
     root = Path(root)
     target_dir, draft_dir = root / "target", root / "draft"
     stamp = {"seed": seed, "target": [target_layers, target_hidden, target_steps],
-             "draft": [draft_layers, draft_hidden, draft_steps], "version": 2}
+             "draft": [draft_layers, draft_hidden, draft_steps], "version": 3}
     stamp_file = root / "build.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()).get("settings") == stamp:
         return target_dir, draft_dir
