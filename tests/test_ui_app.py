@@ -206,7 +206,7 @@ def test_engine_factory_success_enables_prompt_and_header():
 
     read_only, header = run(main())
     assert read_only is False
-    assert "target fake-target-8m" in header and "draft fake-draft-1m" in header and "k=4" in header
+    assert "target models/fake-target-8m" in header and "draft models/fake-draft-1m" in header and "k=4" in header
 
 
 def test_replay_plays_the_file_and_matches_stats(tmp_path):
@@ -308,3 +308,39 @@ def test_no_gpu_status_is_plain():
 
     text = run(main())
     assert text.startswith("no NVIDIA GPU") and "NVML library not found" in text
+
+
+def test_engine_config_uses_load_engine_lazily_and_reports_failure(monkeypatch):
+    import specterm.engine
+    from specterm.engine.base import EngineConfig
+    from specterm.errors import EngineUnavailable
+
+    calls = []
+
+    def fail(config, **kw):
+        calls.append(config)
+        raise EngineUnavailable("vLLM is not installed: pip install 'specterm[cpu]'")
+
+    monkeypatch.setattr(specterm.engine, "load_engine", fail)
+    config = EngineConfig(target="/models/t", draft="/models/d")
+
+    async def main():
+        app = make_app(engine_config=config, gpu=False, theme_dirs=(), deterministic=True)
+        async with app.run_test() as pilot:
+            await until(pilot, lambda: isinstance(app.screen, EngineErrorScreen))
+            return app.screen.reason
+
+    assert run(main()) == "vLLM is not installed: pip install 'specterm[cpu]'"
+    assert calls == [config]
+
+
+def test_hint_shown_until_first_event():
+    async def main():
+        app = live_app()
+        async with app.run_test() as pilot:
+            before = len(app.query("#transcript-hint"))
+            app.apply_events(demo_events()[:1], force=True)
+            await pilot.pause()
+            return before, len(app.query("#transcript-hint"))
+
+    assert run(main()) == (1, 0)

@@ -9,30 +9,22 @@ animations are off (``deterministic=True``); no wall-clock text is shown anywher
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from specterm.events import GpuStatus, SessionEnded, dump_event
+from specterm.events import GpuStatus
 from specterm.session.reader import SessionData, read_session
 from specterm.ui.app import make_app
 from specterm.ui.testing import FakeEngine, demo_events, demo_header, fake_gpu_samples
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
-SAMPLE = "orders.jsonl"
 
 
-def sample_session() -> SessionData:
-    """The recorded sample session the replay snapshots use (read like any session file)."""
-    path = SAMPLES / SAMPLE
-    if path.exists():
-        return read_session(path)
-    # Until recorded samples exist: the hand-built demo, through the same file reader.
-    tmp = Path(tempfile.mkdtemp()) / "demo.jsonl"
-    events = [demo_header(), *demo_events(), SessionEnded(t=0.2)]
-    tmp.write_text("".join(dump_event(e) + "\n" for e in events))
-    return read_session(tmp)
+def sample_session(name: str) -> SessionData:
+    """A session recorded from the real engine, read like any session file."""
+    return read_session(SAMPLES / name)
+
 
 WIDE = (160, 48)
 MID = (120, 36)
@@ -120,35 +112,40 @@ def test_gpu_panel_fake_samples(snap_compare):
     assert snap_compare(live(), terminal_size=MID, run_before=feed(fake_gpu_samples(12)))
 
 
-def test_replay_paused(snap_compare):
-    data = sample_session()
-    app = make_app(replay=data, autostart=False, theme_dirs=(), deterministic=True)
+def replay_app(name: str, *, steps: int | None = None, then=()):
+    """A replay app driven by explicit commands (never the replayer's clock): ``steps`` engine
+    steps, or the whole session when None."""
+    app = make_app(replay=sample_session(name), autostart=False, theme_dirs=(), deterministic=True)
 
     async def run_before(pilot) -> None:
         r = app.replayer
         r.pause()
         r.start()
-        for _ in range(6):  # through the 6th engine step: mid-answer in the demo
-            r.step()
+        if steps is None:
+            r.jump_to_end()
+        else:
+            for _ in range(steps):
+                r.step()
         await asyncio.to_thread(r.wait_idle, 30)
         app.drain_now()
+        app._update_status()
+        for key in then:
+            await pilot.press(key)
         await pilot.pause()
 
+    return app, run_before
+
+
+def test_replay_paused(snap_compare):
+    app, run_before = replay_app("toolcall_high_acceptance.jsonl", steps=6)
     assert snap_compare(app, terminal_size=MID, run_before=run_before)
 
 
 def test_replay_finished_narrow(snap_compare):
-    data = sample_session()
-    app = make_app(replay=data, autostart=False, theme_dirs=(), deterministic=True)
-
-    async def run_before(pilot) -> None:
-        r = app.replayer
-        r.pause()
-        r.start()
-        r.jump_to_end()
-        await asyncio.to_thread(r.wait_idle, 30)
-        app.drain_now()
-        app._update_status()
-        await pilot.pause()
-
+    app, run_before = replay_app("prose_low_acceptance.jsonl")
     assert snap_compare(app, terminal_size=NARROW, run_before=run_before)
+
+
+def test_replay_rejected_shown_wide(snap_compare):
+    app, run_before = replay_app("prose_low_acceptance.jsonl", then=["r"])
+    assert snap_compare(app, terminal_size=WIDE, run_before=run_before)

@@ -411,6 +411,8 @@ class SpecTermApp(App):
         if self.replayer is not None:
             yield SystemCommand("Pause / resume replay", "Space", self.action_toggle_pause)
             yield SystemCommand("Jump to end of replay", "e", self.action_end)
+            for n in range(self.replayer.agent_steps):
+                yield SystemCommand(f"Jump to agent step {n}", "Replay from the start of this agent step", partial(self.replayer.jump_to_agent_step, n))
         for name in sorted(t for t in self.available_themes if t.startswith("specterm-")):
             yield SystemCommand(f"Theme: {name}", "Switch to this theme", partial(setattr, self, "theme", name))
 

@@ -22,6 +22,13 @@ if TYPE_CHECKING:
     from specterm.ui.app import SpecTermApp
 
 
+HINT = (
+    "Type a prompt below and press Enter. Each token is styled by its verdict (legend below): "
+    "accepted drafts, the target's corrections, bonus tokens. F3 shows the rejected drafts, "
+    "F2 hides the panels, Esc cancels a request, ctrl+p lists every command."
+)
+
+
 class MainScreen(Screen):
     # Below 100 columns the side panels move into a row under the transcript (-narrow in app.tcss).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
@@ -36,7 +43,7 @@ class MainScreen(Screen):
         yield SessionHeader(state, id="header")
         with Horizontal(id="body"):
             with Vertical(id="main"):
-                yield Transcript(id="transcript")
+                yield Transcript(id="transcript", hint=HINT if state.mode == "live" else "")
                 yield Legend(id="legend")
                 if state.mode == "live":
                     yield PromptInput(

@@ -16,11 +16,11 @@ from specterm.ui.state import ViewState
 
 
 def _short(name: object) -> str:
-    """Local model paths are long: their last component names the model. Hub ids
-    (``Qwen/Qwen2.5-7B``) are kept whole."""
+    """Local model paths are long: their last two components name the model (``tiny/target``; the
+    last alone is often just "target"). Hub ids (``Qwen/Qwen2.5-7B``) are kept whole."""
     text = str(name)
     if text.startswith(("/", ".", "~")) or text.count("/") > 1:
-        return PurePath(text).name or text
+        return "/".join(PurePath(text).parts[-2:]) or text
     return text
 
 

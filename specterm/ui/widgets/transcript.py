@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rich.style import Style
 from textual.containers import VerticalScroll
+from textual.widgets import Static
 
 from specterm.ui.entries import ViewOptions
 from specterm.ui.transcript_model import TranscriptModel
@@ -21,8 +22,9 @@ MAX_BLOCKS = 300
 class Transcript(VerticalScroll, can_focus=True):
     COMPONENT_CLASSES = COMPONENT_CLASSES
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, hint: str = "") -> None:
         super().__init__(id=id)
+        self._hint = hint
         self.model = TranscriptModel()
         self.options = ViewOptions()
         self.current_styles: dict[str, Style] = {}
@@ -30,6 +32,8 @@ class Transcript(VerticalScroll, can_focus=True):
 
     def on_mount(self) -> None:
         self._restyle()
+        if self._hint:
+            self.mount(Static(self._hint, id="transcript-hint", markup=False))
 
     def _maybe_anchor(self) -> None:
         # Stay at the bottom while tokens stream in, until the user scrolls up. Anchoring only once
@@ -63,6 +67,9 @@ class Transcript(VerticalScroll, can_focus=True):
         if len(new) > MAX_BLOCKS:
             # A flood bigger than the whole scrollback: never mount what would be pruned at once.
             new = new[-MAX_BLOCKS:]
+        if new and self._hint:
+            self._hint = ""
+            self.query("#transcript-hint").remove()
         if new:
             blocks = [TranscriptBlock(entry, self) for entry in new]
             for block in blocks:
