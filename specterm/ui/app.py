@@ -9,26 +9,24 @@ worker, each prompt runs in a thread worker, and cancelling only sets a ``thread
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from textual.app import App, SystemCommand
+from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 
 from specterm.events import BaseEvent, Error, SessionStarted, UserMessage
-from specterm.render import inert
 from specterm.ui.bridge import RESET, EventBridge
+from specterm.ui.controls import ControlsMixin
 from specterm.ui.entries import ViewOptions
 from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
 from specterm.ui.state import ViewState
 from specterm.ui.theming import DEFAULT_THEME, TOKEN_VARIABLES, load_themes
-from specterm.ui.widgets.legend import Legend
 from specterm.ui.widgets.panel import Panel
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.session_header import SessionHeader
@@ -41,7 +39,6 @@ the event is set. ``specterm chat`` passes an agent; the default runs the bare e
 
 BATCH = 20_000
 """Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
-SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 100.0, math.inf)
 
 
 def engine_runner(engine: Any, params: Any = None, clock: Callable[[], float] | None = None) -> Runner:
@@ -60,7 +57,7 @@ def engine_runner(engine: Any, params: Any = None, clock: Callable[[], float] | 
     return run
 
 
-class SpecTermApp(App):
+class SpecTermApp(ControlsMixin, App):
     CSS_PATH = "app.tcss"
     TITLE = "specterm"
     BINDINGS = [
@@ -76,8 +73,6 @@ class SpecTermApp(App):
         Binding("f8", "copy_answer", "copy", show=False),
         Binding("ctrl+s", "export_svg", "svg"),
     ]
-    _REPLAY_ONLY = {"toggle_pause", "step", "end", "faster", "slower"}
-    _LIVE_ONLY = {"cancel"}
 
     def __init__(
         self,
@@ -315,106 +310,6 @@ class SpecTermApp(App):
         if self._cancel is not None:
             self._cancel.set()
             self.query_one(SessionHeader).set_status("cancelling…")
-
-    # -- view toggles, export -----------------------------------------------------------------
-
-    def _set_options(self, options: ViewOptions) -> None:
-        self.options = options
-        self.query_one(Transcript).set_options(options)
-        self.query_one(Legend).set_options(options)
-
-    def action_toggle_rejected(self) -> None:
-        self._set_options(ViewOptions(not self.options.show_rejected, self.options.show_forced))
-
-    def action_toggle_forced(self) -> None:
-        self._set_options(ViewOptions(self.options.show_rejected, not self.options.show_forced))
-
-    def action_toggle_panels(self) -> None:
-        self.screen.query_one("#side").toggle_class("-hidden")
-
-    def action_copy_answer(self) -> None:
-        answer = self.query_one(Transcript).model.last_answer
-        if not answer:
-            self.notify("no answer to copy yet", severity="warning")
-            return
-        # Inert: a pasted answer must not carry the model's escape sequences into a terminal.
-        self.copy_to_clipboard(inert(answer))
-        self.notify(f"copied the last answer ({len(answer)} characters)")
-
-    def action_export_svg(self) -> None:
-        path = self.save_screenshot(path=str(self.export_dir))
-        self.notify(f"saved the view to {path}")
-
-    # -- replay controls ----------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in self._REPLAY_ONLY:
-            return self.replayer is not None
-        if action in self._LIVE_ONLY:
-            return self.replayer is None and isinstance(self.screen, MainScreen)
-        if action in {"toggle_rejected", "toggle_forced", "toggle_panels", "export_svg", "copy_answer"}:
-            return isinstance(self.screen, MainScreen) or action == "export_svg"
-        return True
-
-    def action_toggle_pause(self) -> None:
-        self.replayer.toggle_pause()
-        self._update_status()
-
-    def action_step(self) -> None:
-        self.replayer.step()
-        self._update_status()
-
-    def action_end(self) -> None:
-        self.replayer.jump_to_end()
-
-    def _change_speed(self, direction: int) -> None:
-        speed = self.replayer.speed
-        idx = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed) if math.isfinite(speed) else -i)
-        new = SPEEDS[max(0, min(len(SPEEDS) - 1, idx + direction))]
-        self.replayer.set_speed(new)
-        self._update_status()
-
-    def action_faster(self) -> None:
-        self._change_speed(+1)
-
-    def action_slower(self) -> None:
-        self._change_speed(-1)
-
-    def _update_status(self) -> None:
-        if not isinstance(self.screen, MainScreen):
-            return
-        header = self.screen.query_one(SessionHeader)
-        r = self.replayer
-        if r is not None:
-            speed = "max" if math.isinf(r.speed) else f"×{r.speed:g}"
-            if r.finished:
-                state = "done"
-            elif r.paused:
-                state = "⏸ paused"
-            else:
-                state = "▶"
-            header.set_status(f"{state} {speed} {r.position}/{r.total}")
-        elif self._cancel is not None:
-            header.set_status("cancelling…" if self._cancel.is_set() else "generating…")
-        elif self.runner is not None:
-            header.set_status("ready")
-
-    # -- command palette ----------------------------------------------------------------------
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Toggle rejected drafts", "Show draft tokens the target threw away, struck through", self.action_toggle_rejected)
-        yield SystemCommand("Toggle forced marks", "Dim tokens the grammar forced (no real choice)", self.action_toggle_forced)
-        yield SystemCommand("Toggle panels", "Show or hide the side panels", self.action_toggle_panels)
-        yield SystemCommand("Export SVG", "Save the current view as an SVG file", self.action_export_svg)
-        yield SystemCommand("Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer)
-        if self.replayer is not None:
-            yield SystemCommand("Pause / resume replay", "Space", self.action_toggle_pause)
-            yield SystemCommand("Jump to end of replay", "e", self.action_end)
-            for n in range(self.replayer.agent_steps):
-                yield SystemCommand(f"Jump to agent step {n}", "Replay from the start of this agent step", partial(self.replayer.jump_to_agent_step, n))
-        for name in sorted(t for t in self.available_themes if t.startswith("specterm-")):
-            yield SystemCommand(f"Theme: {name}", "Switch to this theme", partial(setattr, self, "theme", name))
 
 
 def make_app(
