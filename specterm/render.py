@@ -33,16 +33,18 @@ VERDICT_STYLES: dict[str, Style] = {
     "accepted": Style(color="green"),
     "correction": Style(color="red", bold=True, underline=True),
     "bonus": Style(color="cyan", italic=True),
-    "target": Style(),
+    # Accepted stays plain so a good speculator's stream reads cleanly; target is underlined so the
+    # two differ without colour too (same attributes as the dashboard's app.tcss).
+    "target": Style(color="yellow", underline=True),
     "rejected": Style(color="bright_black", strike=True),
 }
 FORCED_STYLE = Style(dim=True)
 
 LEGEND: tuple[tuple[str, str], ...] = (
-    ("accepted", "draft kept by the target"),
+    ("accepted", "draft kept by the target (plain)"),
     ("correction", "target's token where the draft was wrong (bold underline)"),
     ("bonus", "target's extra token after all drafts kept (italic)"),
-    ("target", "no draft this step (plain)"),
+    ("target", "no draft this step (underlined)"),
     ("rejected", "draft thrown away (struck through)"),
 )
 

@@ -97,8 +97,9 @@ def test_run_json_parses_line_by_line_as_events(tiny_pair, tmp_path):
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert isinstance(events[0], SessionStarted)
     assert {e.type for e in events} <= EVENT_TYPES
-    assert [e.type for e in events][-2:] == ["engine_counters", "request_finished"]
-    assert events[-2].matched
+    assert [e.type for e in events][1] == "user_message"
+    assert [e.type for e in events][-3:] == ["engine_counters", "request_finished", "session_ended"]
+    assert events[-3].matched
     steps = [e for e in events if isinstance(e, SpecStep)]
     assert sum(len(s.tokens) for s in steps) == 24
     # The recorded session holds the same stream.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import uuid
 
 from specterm.cli.common import add_engine_args, engine_config_from_args, session_header
 from specterm.errors import ConfigError
@@ -32,7 +33,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from specterm.engine import GenerationParams, SessionClock, load_engine
     from specterm.engine.schema import load_schema_file
-    from specterm.events import SessionEnded
+    from specterm.events import SessionEnded, UserMessage
     from specterm.headless import HeadlessPrinter
     from specterm.session.recorder import recorder_from_args
 
@@ -57,9 +58,11 @@ def handle(args: argparse.Namespace) -> int:
         if recorder is not None:
             recorder.write(event)
 
+    request_id = uuid.uuid4().hex[:8]
+    sink(UserMessage(t=clock(), request_id=request_id, text=prompt))
     started = time.perf_counter()
     try:
-        engine.generate(prompt, params, sink)
+        engine.generate(prompt, params, sink, request_id=request_id)
     finally:
         engine.close()
         if recorder is not None:
