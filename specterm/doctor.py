@@ -67,6 +67,7 @@ def gather(
     model_paths: Callable[[], Any] | None = None,
     cpuinfo_path: str = "/proc/cpuinfo",
     deep: bool = False,
+    deep_check: Callable[[], dict[str, Any]] | None = None,
 ) -> Report:
     """Collect every fact. The parameters exist so tests can describe another machine."""
     report = Report()
@@ -83,8 +84,26 @@ def gather(
     _structured_outputs(report, version_of)
     _known_issues(report, version_of)
     if deep:
-        report.facts["deep"] = "deep checks: not available yet"
+        _deep(report, deep_check)
     return report
+
+
+def _deep(report: Report, deep_check: Callable[[], dict[str, Any]] | None) -> None:
+    """``--deep``: run ``specterm bench --sanity`` on the default tiny pair (it tests the backend,
+    not the user's models); every violation is a problem, so the exit status says so."""
+    if not report.facts["engine"]["vllm_version"]:
+        report.facts["deep"] = {"ran": False, "detail": "skipped: no vLLM engine installed"}
+        return
+    if deep_check is None:
+        from specterm.bench.sanity import doctor_check as deep_check  # noqa: PLC0415
+    try:
+        result = deep_check()
+    except Exception as err:  # noqa: BLE001 - a check that cannot run is itself a finding
+        report.facts["deep"] = {"ran": False, "detail": f"{type(err).__name__}: {err}"}
+        report.problems.append(f"deep sanity check could not run: {type(err).__name__}: {err}")
+        return
+    report.facts["deep"] = {"ran": True, **result}
+    report.problems.extend(f"sanity check failed: {v}" for v in result["violations"])
 
 
 # -- engine -----------------------------------------------------------------------------------------

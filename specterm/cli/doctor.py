@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
         description="Check what a run needs. Exits non-zero, reason first, when the main job cannot run.",
     )
     parser.add_argument("--json", action="store_true", help="print the facts as JSON")
-    parser.add_argument("--deep", action="store_true", help="also run slower sanity checks (not available yet)")
+    parser.add_argument("--deep", action="store_true", help="also run the speculative-decoding sanity check on the tiny pair (about a minute)")
     parser.set_defaults(func=handler)
 
 
@@ -69,8 +69,17 @@ def rows(report: Any) -> list[tuple[str, str]]:
     out.extend(_model_rows(models))
     out.append(("structured outputs", f"xgrammar {so['xgrammar_version']}" if so["available"] else "unavailable (xgrammar not installed)"))
     if "deep" in f:
-        out.append(("deep checks", "not available yet"))
+        out.append(("deep checks", _deep_line(f["deep"])))
     return out
+
+
+def _deep_line(deep: dict[str, Any]) -> str:
+    if not deep.get("ran"):
+        return f"not run — {deep['detail']}"
+    temps = ", ".join(f"T={t:g}" for t in deep["temperatures"])
+    if deep["violations"]:
+        return f"sanity FAILED ({len(deep['violations'])} violation(s), listed above; checked {temps})"
+    return f"sanity passed: draft = target accepts ≥98%, greedy output lossless ({temps})"
 
 
 def _model_rows(models: dict[str, Any]) -> list[tuple[str, str]]:

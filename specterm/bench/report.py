@@ -1,0 +1,127 @@
+"""Show benchmark results: a Rich table, a terminal plot of speed-up vs k, JSON and SVG files.
+
+Everything here reads ``ConfigResult`` objects (``results.py``); nothing runs an engine. Model
+paths and prompts are put in ``Text`` objects, never parsed as Rich markup.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from specterm.bench.results import ConfigResult, Spread
+from specterm.errors import ConfigError
+from specterm.stats import fmt_opt
+
+# Marker and style per method: a letter, not only a hue, so the plot reads without colour.
+MARKS = {"draft_model": ("D", "bold cyan"), "ngram": ("N", "bold magenta")}
+THEORY_MARK = ("·", "dim")
+
+
+def _ms(spread: Spread | None) -> str:
+    return "–" if spread is None else f"{spread.median * 1e3:.0f}"
+
+
+def _spread(spread: Spread | None, spec: str = ".2f", suffix: str = "") -> str:
+    if spread is None:
+        return "–"
+    if spread.n <= 1 or spread.lo == spread.hi:
+        return f"{spread.median:{spec}}{suffix}"
+    return f"{spread.median:{spec}}{suffix} [{spread.lo:{spec}}–{spread.hi:{spec}}]"
+
+
+def _positions(values: Sequence[float]) -> str:
+    return " ".join(f"{v:.2f}".lstrip("0") if v < 1 else "1" for v in values) or "–"
+
+
+def results_table(results: Sequence[ConfigResult], *, title: str = "") -> Table:
+    """Speed: rates, latencies, speed-up against the theory (fits 100 columns)."""
+    table = Table(title=title or None, title_justify="left", header_style="bold")
+    for name in ("configuration", "decode tok/s", "wall ms", "TTFT ms", "steps/tok", "speed-up [min–max]",
+                 "theory", "meas/theory"):
+        table.add_column(name, justify="left" if name == "configuration" else "right")
+    for r in results:
+        table.add_row(Text(r.label), _spread(r.tokens_per_s, ".0f"), _ms(r.wall_s), _ms(r.ttft_s),
+                      fmt_opt(r.steps_per_token), _spread(r.speedup, ".2f", "×"), fmt_opt(r.theory, ".2f"),
+                      fmt_opt(r.measured_over_theory))
+    return table
+
+
+def acceptance_table(results: Sequence[ConfigResult]) -> Table:
+    """What the theory is fed: acceptance, α, c (and c inline), per-position acceptance."""
+    table = Table(header_style="bold")
+    for name in ("configuration", "accept", "MAL", "α", "c", "c inline", "per position"):
+        table.add_column(name, justify="left" if name in ("configuration", "per position") else "right")
+    for r in results:
+        if r.method is None:
+            continue
+        table.add_row(Text(r.label), fmt_opt(r.acceptance_rate, ".0%"), fmt_opt(r.mean_acceptance_length),
+                      fmt_opt(r.alpha), fmt_opt(r.c), fmt_opt(r.c_inline), _positions(r.per_position))
+    return table
+
+
+def speedup_plot(results: Sequence[ConfigResult], *, height: int = 12, col: int = 6) -> Text:
+    """Speed-up (median) vs k, one marker letter per method, ``·`` for the theory, ``-`` at 1×."""
+    points = [r for r in results if r.method and r.speedup is not None]
+    if not points:
+        return Text("no speculative results to plot")
+    ks = sorted({r.k for r in points})
+    ys = [r.speedup.median for r in points] + [r.theory for r in points if r.theory is not None] + [1.0]
+    top, bottom = max(ys) * 1.05, min(min(ys) * 0.95, 0.9)
+    rows = [[(" ", "")] * (len(ks) * col) for _ in range(height)]
+
+    def row_of(y: float) -> int:
+        return round((top - y) / (top - bottom) * (height - 1))
+
+    one = row_of(1.0)
+    rows[one] = [("-", "dim")] * (len(ks) * col)
+    for r in points:
+        x = ks.index(r.k) * col + col // 2
+        offset = -1 if r.method == "draft_model" else 1  # side by side when both sit on one k
+        if r.theory is not None:
+            rows[row_of(r.theory)][x + offset] = THEORY_MARK
+        rows[row_of(r.speedup.median)][x + offset] = MARKS.get(r.method, ("?", "bold"))
+    text = Text()
+    for i, row in enumerate(rows):
+        y = top - i * (top - bottom) / (height - 1)
+        label = f"{y:5.2f}× │" if i % 3 == 0 or i == one else "       │"
+        text.append(label, style="dim")
+        for ch, style in row:
+            text.append(ch, style=style)
+        text.append("\n")
+    text.append("       └" + "─" * (len(ks) * col) + "\n", style="dim")
+    text.append("      k " + "".join(f"{k:^{col}}" for k in ks) + "\n", style="dim")
+    legend = [(f"{m} {name}", s) for name, (m, s) in MARKS.items() if any(r.method == name for r in points)]
+    for i, (part, style) in enumerate([*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")]):
+        text.append(("   " if i else "        ") + part, style=style)
+    return text
+
+
+def to_json(results: Sequence[ConfigResult], meta: dict[str, Any]) -> dict[str, Any]:
+    return {"meta": meta, "results": [r.as_dict() for r in results]}
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    try:
+        Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot write --json file {path}: {err.strerror or err}") from None
+
+
+def write_svg(path: str, results: Sequence[ConfigResult], *, title: str) -> None:
+    """The plot and the table, rendered by Rich's SVG export (no plotting library needed)."""
+    console = Console(record=True, width=150, file=io.StringIO(), force_terminal=True)
+    console.print(Text(title, style="bold"))
+    console.print(speedup_plot(results))
+    console.print(results_table(results))
+    console.print(acceptance_table(results))
+    try:
+        console.save_svg(path, title="specterm bench")
+    except OSError as err:
+        raise ConfigError(f"cannot write --plot file {path}: {err.strerror or err}") from None

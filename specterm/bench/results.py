@@ -1,0 +1,196 @@
+"""From request records to per-configuration results: medians, spreads, c, and the theory.
+
+Definitions (all per configuration):
+
+* **decode tokens/s** — decode tokens ÷ decode seconds summed over one round's requests (the part
+  of each request after its first token; see ``runner``). Reported as median [min–max] over rounds.
+* **speed-up** — for each prompt, this configuration's decode tokens/s ÷ the target-only engine's
+  decode tokens/s on the same prompt, run back to back in the same block and round (a *pair*); per
+  round the median over its pairs, then median [min–max] over rounds. Pairs adjacent in time and
+  medians make it robust to a machine shared with other work (load spikes hit one pair, not a
+  round's total).
+* **steps per output token** — engine steps ÷ output tokens (1.0 target-only; lower is better).
+* acceptance rate, mean acceptance length, per-position acceptance — ``specterm.stats`` over all the
+  configuration's requests (vLLM's definitions).
+* **c** (draft cost ratio, the theory's input) — for ``draft_model``: median decode-step time of the
+  draft loaded as a target-only engine ÷ that of the target, paired per round in the draft timing
+  block, median over rounds. A full engine step of each model, so fixed per-step overhead counts
+  on both sides, exactly as it does for the target step in the model. For ``ngram`` c = 0 (no model;
+  the lookup's host time shows up as overhead).
+* **c_inline** (diagnostic) — what drafting plus the wider verification really added to a step:
+  ``(T_spec − T_target) / (k · T_target)`` with T the median decode-step times of the same round.
+  c_inline > c means a speculative step costs more than the model's ``k·c + 1`` target steps.
+* **theory** — ``theory.theoretical_speedup(α, k, c)`` with α from the mean acceptance length.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+from specterm.bench.runner import DRAFT_AS_TARGET, TARGET_ONLY, ConfigSpec, RequestRecord
+from specterm.bench.theory import alpha_from_acceptance_length, theoretical_speedup
+from specterm.stats import SpecStats
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and range of a sample (e.g. one value per round)."""
+
+    median: float
+    lo: float
+    hi: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> "Spread | None":
+        vals = [v for v in values if v is not None]
+        if not vals:
+            return None
+        return cls(statistics.median(vals), min(vals), max(vals), len(vals))
+
+
+@dataclass
+class ConfigResult:
+    label: str
+    method: str | None
+    k: int
+    requests: int
+    output_tokens: int
+    tokens_per_s: Spread | None
+    wall_s: Spread | None
+    ttft_s: Spread | None
+    step_s: float | None
+    """Median decode-step wall time."""
+    steps_per_token: float | None
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    per_position: list[float] = field(default_factory=list)
+    alpha: float | None = None
+    c: float | None = None
+    c_inline: float | None = None
+    speedup: Spread | None = None
+    theory: float | None = None
+    measured_over_theory: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def merge_stats(records: Iterable[RequestRecord]) -> SpecStats:
+    """One ``SpecStats`` holding the counts of many requests (same definitions, summed counts)."""
+    out = SpecStats()
+    for rec in records:
+        s = rec.stats
+        for verdict, n in s.by_verdict.items():
+            out.by_verdict[verdict] = out.by_verdict.get(verdict, 0) + n
+        out.forced += s.forced
+        out.rejected += s.rejected
+        out.steps += s.steps
+        out.drafts += s.drafts
+        out.draft_tokens += s.draft_tokens
+        out.accepted += s.accepted
+        if len(out.accepted_per_pos) < len(s.accepted_per_pos):
+            out.accepted_per_pos.extend([0] * (len(s.accepted_per_pos) - len(out.accepted_per_pos)))
+        for i, n in enumerate(s.accepted_per_pos):
+            out.accepted_per_pos[i] += n
+    return out
+
+
+def decode_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Decode tokens ÷ decode seconds, summed over the records (None without decode time)."""
+    secs = sum(r.decode_s for r in records)
+    return sum(r.decode_tokens for r in records) / secs if secs > 0 else None
+
+
+def median_step(records: Sequence[RequestRecord]) -> float | None:
+    steps = [s for r in records for s in r.decode_step_s]
+    return statistics.median(steps) if steps else None
+
+
+def paired_ratios(base: Sequence[RequestRecord], other: Sequence[RequestRecord]) -> list[float]:
+    """Per prompt: decode rate of ``other`` ÷ decode rate of ``base`` (prompts present in both)."""
+    by_prompt = {r.prompt: r for r in base}
+    out = []
+    for rec in other:
+        ref = by_prompt.get(rec.prompt)
+        if ref is None:
+            continue
+        a, b = decode_rate([rec]), decode_rate([ref])
+        if a is not None and b:
+            out.append(a / b)
+    return out
+
+
+def _rounds(records: Iterable[RequestRecord]) -> dict[tuple[str, int], dict[str, list[RequestRecord]]]:
+    """(block, round) → config label → records."""
+    out: dict[tuple[str, int], dict[str, list[RequestRecord]]] = defaultdict(lambda: defaultdict(list))
+    for rec in records:
+        out[(rec.block, rec.round)][rec.config].append(rec)
+    return out
+
+
+def draft_cost_ratio(records: Sequence[RequestRecord]) -> Spread | None:
+    """c per round of the draft timing block: median step(draft as target) ÷ median step(target)."""
+    ratios = []
+    for (block, _), by_cfg in _rounds(records).items():
+        if block != DRAFT_AS_TARGET:
+            continue
+        d, t = median_step(by_cfg.get(DRAFT_AS_TARGET, [])), median_step(by_cfg.get(TARGET_ONLY, []))
+        if d is not None and t:
+            ratios.append(d / t)
+    return Spread.of(ratios)
+
+
+def _base(label: str, method: str | None, k: int, recs: Sequence[RequestRecord], rates: list[float]) -> ConfigResult:
+    tokens = sum(r.tokens for r in recs)
+    return ConfigResult(
+        label=label, method=method, k=k, requests=len(recs), output_tokens=tokens,
+        tokens_per_s=Spread.of(rates), wall_s=Spread.of(r.wall_s for r in recs),
+        ttft_s=Spread.of(r.ttft_s for r in recs), step_s=median_step(recs),
+        steps_per_token=sum(r.steps for r in recs) / tokens if tokens else None,
+    )
+
+
+def aggregate(records: Sequence[RequestRecord], specs: Sequence[ConfigSpec]) -> list[ConfigResult]:
+    """Target-only first, then each configuration in ``specs`` order (see the module docstring)."""
+    rounds = _rounds(records)
+    target_recs = [r for r in records if r.config == TARGET_ONLY]
+    target_rates = [decode_rate(by[TARGET_ONLY]) for by in rounds.values() if by.get(TARGET_ONLY)]
+    target = _base(TARGET_ONLY, None, 0, target_recs, [x for x in target_rates if x is not None])
+    target.speedup = Spread(1.0, 1.0, 1.0, len(target_rates))
+    c_draft = draft_cost_ratio(records)
+    out = [target]
+    for spec in specs:
+        label = spec.label
+        recs = [r for r in records if r.config == label]
+        rates, speedups, inline = [], [], []
+        for (block, _), by_cfg in rounds.items():
+            if block != label or not by_cfg.get(label):
+                continue
+            rate = decode_rate(by_cfg[label])
+            if rate is not None:
+                rates.append(rate)
+            pairs = paired_ratios(by_cfg.get(TARGET_ONLY, []), by_cfg[label])
+            if pairs:
+                speedups.append(statistics.median(pairs))
+            ts, tt = median_step(by_cfg[label]), median_step(by_cfg.get(TARGET_ONLY, []))
+            if ts is not None and tt and spec.k:
+                inline.append((ts - tt) / (spec.k * tt))
+        res = _base(label, spec.method, spec.k, recs, rates)
+        stats = merge_stats(recs)
+        res.acceptance_rate, res.mean_acceptance_length = stats.acceptance_rate, stats.mean_acceptance_length
+        res.per_position = stats.per_position
+        res.speedup = Spread.of(speedups)
+        res.c_inline = statistics.median(inline) if inline else None
+        res.c = 0.0 if spec.method == "ngram" else (c_draft.median if c_draft else None)
+        if res.mean_acceptance_length is not None and spec.k:
+            res.alpha = alpha_from_acceptance_length(res.mean_acceptance_length, spec.k)
+            if res.c is not None:
+                res.theory = theoretical_speedup(res.alpha, spec.k, res.c)
+                if res.speedup is not None:
+                    res.measured_over_theory = res.speedup.median / res.theory
+        out.append(res)
+    return out

@@ -1,0 +1,188 @@
+"""Drive the engines for a benchmark: every configuration through the same ``SpecEngine`` code.
+
+Terms:
+
+* **configuration** — target-only, or one speculative method at one k (``ConfigSpec``).
+* **block** — one speculative configuration measured together with the target-only engine: both
+  engines stay loaded and the requests alternate A B A B (the order flips every prompt) so machine
+  drift (other processes, thermal state) hits both equally. Only two or three small engines are
+  alive at a time; each vLLM CPU engine reserves about 1 GiB of KV cache.
+* **round** — one pass of the workload within a block (``--repeats`` rounds per block). Speed-ups
+  are computed per round from paired runs, then summarised (median, min–max) over rounds.
+* **draft timing block** — the draft model loaded *as a target-only engine* and interleaved with
+  the target: its step time ÷ the target's step time is the draft cost ratio c (``results.py``).
+
+A request's *decode* part is everything after its first emitted token (the first engine step is the
+prefill); decode tokens/s and step times use only that part, so prompt length does not skew them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine
+from specterm.events import RequestFinished, SpecStep
+from specterm.stats import SpecStats
+
+TARGET_ONLY = "target-only"
+DRAFT_AS_TARGET = "draft-as-target"
+METHODS = ("draft_model", "ngram")
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One configuration: ``method=None`` is target-only."""
+
+    method: str | None
+    k: int = 0
+
+    @property
+    def label(self) -> str:
+        return TARGET_ONLY if self.method is None else f"{self.method} k={self.k}"
+
+
+@dataclass
+class RequestRecord:
+    """What one request measured; plain numbers so aggregation is testable without an engine."""
+
+    config: str
+    block: str
+    round: int
+    prompt: int
+    tokens: int
+    first_step_tokens: int
+    steps: int
+    wall_s: float
+    ttft_s: float | None
+    decode_step_s: list[float] = field(default_factory=list)
+    """Wall time of every engine step after the first (the prefill step)."""
+    stats: SpecStats = field(default_factory=SpecStats)
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    workload: str = ""
+
+    @property
+    def decode_tokens(self) -> int:
+        return self.tokens - self.first_step_tokens
+
+    @property
+    def decode_s(self) -> float:
+        return max(self.wall_s - (self.ttft_s or 0.0), 0.0)
+
+
+def record_from_events(events: Sequence[Any], *, config: str, block: str, round: int, prompt: int,
+                       workload: str = "") -> RequestRecord:
+    """Fold one request's events into a ``RequestRecord`` (stats via ``specterm.stats``)."""
+    steps = [e for e in events if isinstance(e, SpecStep)]
+    finished = next((e for e in events if isinstance(e, RequestFinished)), None)
+    if finished is None:
+        raise ValueError("request produced no request_finished event")
+    stats = SpecStats()
+    for step in steps:
+        stats.add_step(step)
+    # Steps that emitted nothing (a partial prefill chunk) are not decode steps.
+    emitting = [s for s in steps if s.tokens]
+    return RequestRecord(
+        config=config, block=block, round=round, prompt=prompt,
+        tokens=stats.tokens, first_step_tokens=len(emitting[0].tokens) if emitting else 0,
+        steps=len(steps), wall_s=finished.wall_s, ttft_s=finished.ttft_s,
+        decode_step_s=[s.wall_s for s in emitting[1:]], stats=stats,
+        token_ids=[t.id for s in steps for t in s.tokens], text=finished.text, workload=workload,
+    )
+
+
+def engine_config(base: EngineConfig, spec: ConfigSpec) -> EngineConfig:
+    if spec.method is None:
+        return base.model_copy(update={"method": None})
+    return base.model_copy(update={"method": spec.method, "num_speculative_tokens": spec.k})
+
+
+def plan(methods: Iterable[str], ks: Iterable[int]) -> list[ConfigSpec]:
+    return [ConfigSpec(m, k) for m in methods for k in ks]
+
+
+Progress = Callable[[str, int], None]
+"""``progress(description, advance)``: advance 1 after every measured request, 0 while loading."""
+
+Loader = Callable[[EngineConfig], SpecEngine]
+
+
+class BenchRunner:
+    """Runs the blocks. ``loader`` builds an engine (``specterm.engine.load_engine`` by default);
+    tests may pass another."""
+
+    def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[str]], specs: Sequence[ConfigSpec], *,
+                 repeats: int = 3, params: GenerationParams | None = None, loader: Loader | None = None,
+                 time_draft: bool = True, warmup: bool = True) -> None:
+        if repeats < 1:
+            raise ValueError("repeats must be >= 1")
+        # (workload, prompt) pairs: every workload runs in the same blocks, so engines load once.
+        self.prompts = [(name, p) for name, prompts in workloads.items() for p in prompts]
+        if not self.prompts:
+            raise ValueError("no prompts to run")
+        self.base, self.specs = base, list(specs)
+        self.repeats, self.params = repeats, params or GenerationParams(max_tokens=64)
+        self.time_draft = time_draft and base.draft is not None and any(s.method == "draft_model" for s in specs)
+        self.warmup = warmup
+        if loader is None:
+            from specterm.engine import load_engine
+
+            loader = load_engine
+        self._load = loader
+        self.records: list[RequestRecord] = []
+        self.load_s: dict[str, float] = {}
+
+    @property
+    def blocks(self) -> int:
+        return len(self.specs) + (1 if self.time_draft else 0)
+
+    @property
+    def total_requests(self) -> int:
+        """Measured requests (two per prompt per round per block); the progress bar's total."""
+        return self.blocks * self.repeats * len(self.prompts) * 2
+
+    def _engine(self, label: str, config: EngineConfig, progress: Progress | None) -> SpecEngine:
+        if progress:
+            progress(f"loading {label}", 0)
+        t0 = time.perf_counter()
+        engine = self._load(config)
+        self.load_s[label] = time.perf_counter() - t0
+        if self.warmup:
+            # The first request of an engine pays one-off costs (allocator, caches): not measured.
+            engine.generate(self.prompts[0][1], self.params.model_copy(update={"max_tokens": 4}), lambda e: None)
+        return engine
+
+    def run(self, progress: Progress | None = None) -> list[RequestRecord]:
+        target = self._engine(TARGET_ONLY, engine_config(self.base, ConfigSpec(None)), progress)
+        try:
+            if self.time_draft:
+                draft_cfg = self.base.model_copy(update={"target": self.base.draft, "method": None})
+                self._block(target, DRAFT_AS_TARGET, draft_cfg, progress)
+            for spec in self.specs:
+                self._block(target, spec.label, engine_config(self.base, spec), progress)
+        finally:
+            target.close()
+        return self.records
+
+    def _block(self, target: SpecEngine, label: str, config: EngineConfig, progress: Progress | None) -> None:
+        other = self._engine(label, config, progress)
+        try:
+            for rnd in range(self.repeats):
+                for i, (workload, prompt) in enumerate(self.prompts):
+                    pair = [(TARGET_ONLY, target), (label, other)]
+                    if (rnd + i) % 2:
+                        pair.reverse()  # A B, then B A (and swapped next round): neither side always runs first
+                    for name, engine in pair:
+                        self.records.append(self._one(engine, prompt, name, label, rnd, i, workload))
+                        if progress:
+                            progress(f"{label}: round {rnd + 1}/{self.repeats}", 1)
+        finally:
+            other.close()
+
+    def _one(self, engine: SpecEngine, prompt: str, config: str, block: str, rnd: int, i: int,
+             workload: str) -> RequestRecord:
+        events: list[Any] = []
+        engine.generate(prompt, self.params, events.append)
+        return record_from_events(events, config=config, block=block, round=rnd, prompt=i, workload=workload)

