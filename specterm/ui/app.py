@@ -67,7 +67,8 @@ class SpecTermApp(ControlsMixin, App):
         Binding("e", "end", "end"),
         Binding("plus,equals_sign", "faster", "faster"),
         Binding("minus", "slower", "slower"),
-        Binding("f2,p", "toggle_panels", "panels"),
+        # F2 only: a letter would fire while the read-only prompt waits for the engine to start.
+        Binding("f2", "toggle_panels", "panels"),
         Binding("f3,r", "toggle_rejected", "rejected"),
         Binding("f4,f", "toggle_forced", "forced"),
         Binding("f8", "copy_answer", "copy", show=False),
