@@ -14,12 +14,27 @@ vLLM does not expose per-token verdicts. Its scheduler, though, sees both halves
 synchronous ``LLMEngine`` the scheduler lives in the caller's process and runs in the caller's thread,
 so the engine reads ``records`` right after each ``step()`` — no side channel needed.
 
+**Forced tokens.** For a structured-output request vLLM builds, once per step and before sampling,
+one grammar bitmask row per position the target will sample: row i is the set of tokens the grammar
+allows after the request's output plus drafts d1..di (rows d1..dk, then the bonus row). That is
+exactly the mask each emitted token was sampled under: emitted token i is either the accepted draft
+d(i+1) or the target's own token at position i, and in both cases the grammar state before it is
+"output + d1..di". ``get_grammar_bitmask`` is where the scheduler asks the structured-output manager
+for those rows (``StructuredOutputManager.grammar_bitmask``); the override below counts the allowed
+tokens per row (a popcount over the packed int32 words, cut at the backend's vocabulary size) and
+keeps the counts for ``update_from_output``, which stores them in ``StepRecord.allowed``. A position
+is *forced* when its count is 1. This costs one popcount per sampled position and no extra grammar
+work (the rows are vLLM's own, computed anyway); it works for every backend that fills vLLM's
+bitmask (xgrammar, guidance, outlines). Rows vLLM leaves unconstrained (a terminated grammar, after a
+``-1`` draft placeholder, reasoning sections) are full masks, so they never count as forced.
+
 This is internal vLLM API (pinned: vllm 0.32.0); ``tests/test_engine_*`` exercise it on the real
 engine so an upgrade that moves it fails loudly.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from specterm.engine.verdicts import StepRecord
@@ -31,6 +46,31 @@ class CapturingScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.records: list[StepRecord] = []
+        self._allowed: dict[str, tuple[int, ...]] = {}
+
+    def get_grammar_bitmask(self, scheduler_output):
+        grammar_output = super().get_grammar_bitmask(scheduler_output)
+        self._allowed = {}
+        if grammar_output is not None:
+            self._allowed = self._count_allowed(grammar_output, scheduler_output.scheduled_spec_decode_tokens)
+        return grammar_output
+
+    def _count_allowed(self, grammar_output, spec_tokens) -> dict[str, tuple[int, ...]]:
+        """Allowed-token counts per bitmask row, split per request in vLLM's row order: each
+        request has one row per scheduled draft slot (``-1`` placeholders included) plus one."""
+        words = np.ascontiguousarray(grammar_output.grammar_bitmask).view(np.uint32)
+        backend = getattr(self.structured_output_manager, "backend", None)
+        vocab = getattr(backend, "vocab_size", None) or words.shape[1] * 32
+        full, rest = divmod(vocab, 32)
+        counts = np.bitwise_count(words[:, :full]).sum(axis=1, dtype=np.int64)
+        if rest:  # bits past the vocabulary in the last word are padding, not tokens
+            counts += np.bitwise_count(words[:, full] & np.uint32((1 << rest) - 1))
+        out, row = {}, 0
+        for req_id in grammar_output.structured_output_request_ids:
+            n = len(spec_tokens.get(req_id, ())) + 1
+            out[req_id] = tuple(int(c) for c in counts[row : row + n])
+            row += n
+        return out
 
     def update_from_output(self, scheduler_output, model_runner_output):
         sampled = model_runner_output.sampled_token_ids
@@ -44,7 +84,8 @@ class CapturingScheduler(Scheduler):
                     continue  # a partial prefill chunk: nothing emitted
                 drafted = tuple(t for t in spec.get(req_id, ()) if t >= 0)
                 self.records.append(
-                    StepRecord(req_id, drafted, tuple(sampled[i]), invalid.get(req_id, 0))
+                    StepRecord(req_id, drafted, tuple(sampled[i]), invalid.get(req_id, 0),
+                               self._allowed.get(req_id))
                 )
         return super().update_from_output(scheduler_output, model_runner_output)
 

@@ -28,6 +28,13 @@ class StepRecord:
     """Every token the target produced this step, before stop-string/max-token truncation."""
     invalid: int
     """Drafts the grammar rejected before verification (vLLM's ``num_invalid_spec_tokens``)."""
+    allowed: tuple[int, ...] | None = None
+    """For a structured-output request: how many tokens the grammar allowed at each sampled
+    position (row i of this step's grammar bitmask); ``None`` when no grammar applied."""
+
+    def forced(self, position: int) -> bool:
+        """The grammar allowed exactly one token at ``position`` of this step's sampled ids."""
+        return self.allowed is not None and position < len(self.allowed) and self.allowed[position] == 1
 
     @property
     def accepted(self) -> int:
@@ -92,7 +99,8 @@ class StepAssembler:
             index=self._index,
             drafted=drafted,
             accepted=a,
-            tokens=[Token(id=i, text=self._piece(i), verdict=v) for i, v in zip(emitted, verdicts)],
+            tokens=[Token(id=i, text=self._piece(i), verdict=v, forced=bool(record and record.forced(n)))
+                    for n, (i, v) in enumerate(zip(emitted, verdicts))],
             rejected=rejected,
             rejected_text=[self._hf.decode([r]) for r in rejected],
             invalid_drafts=record.invalid if record else 0,
