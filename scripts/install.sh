@@ -13,6 +13,7 @@ if [ "$extra" = auto ]; then
 fi
 extras=()
 [ "$extra" != none ] && extras+=("$extra")
+extras+=(agent)
 [ "${1:-}" = --test ] && extras+=(test)
 spec="."
 if [ ${#extras[@]} -gt 0 ]; then spec=".[$(IFS=,; echo "${extras[*]}")]"; fi

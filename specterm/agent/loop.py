@@ -1,0 +1,252 @@
+"""The multi-step agent loop: validate → retrieve → (generate a call → run the tool)* → answer.
+
+One user request runs as numbered *agent steps* (``AgentStepStarted``/``AgentStepFinished``, kinds
+``validate``, ``retrieve``, ``tool_call``, ``tool``, ``answer``) around the engine's own events:
+
+1. ``UserMessage``, then ``validate``: the text must be non-empty UTF-8, at most 8 KB, with no
+   control characters other than tab and newline (``UserRequest``).
+2. ``retrieve``: the agent's top-k passages for the request (``Retrieval``), if ``top_k > 0``.
+3. A generation step (``tool_call``; ``answer`` on the last allowed step): the prompt
+   (``prompt.render_prompt``) is generated under the call shape (``prompt.call_schema``: one branch
+   per tool plus the final answer) through ``GenerationParams(json_schema=...)``, parsed, and either
+   ends the request with an answer or emits ``ToolCall``.
+4. ``tool``: the tool runs (``ToolBox.call``: never raises, times out) and emits ``ToolResult``;
+   the call and its result are appended to the history, and step 3 repeats.
+
+The last of ``max_steps`` generations may only answer, so a request always ends. Invalid output (cut
+at ``max_tokens``) is fed back as an error result. A step that fails or is cancelled finishes with
+``ok=False``; every started step is finished, so the stream is consistent whatever happens.
+The loop runs in the engine's thread, takes any ``SpecEngine`` and a sink, and never imports textual.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError, field_validator
+
+from specterm.agent.definition import AgentDef
+from specterm.agent.prompt import Call, call_schema, parse_call, render_prompt
+from specterm.agent.tools import ToolBox, ToolOutcome
+from specterm.engine.base import GenerationParams, SessionClock, Sink, SpecEngine
+from specterm.events import (
+    AgentStepFinished,
+    AgentStepStarted,
+    Error,
+    Passage,
+    Retrieval,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+
+MAX_INPUT_BYTES = 8192
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class UserRequest(BaseModel):
+    """A user's request as the loop accepts it (see the module doc for the rules)."""
+
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _check(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("empty request")
+        try:
+            size = len(v.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("request is not valid UTF-8 text (binary input is refused)") from None
+        if size > MAX_INPUT_BYTES:
+            raise ValueError(f"request too large: {size} bytes (limit {MAX_INPUT_BYTES})")
+        bad = _CONTROL.search(v)
+        if bad:
+            raise ValueError(f"request contains control character U+{ord(bad.group()):04X} at "
+                             f"position {bad.start()} (binary input is refused)")
+        return v
+
+
+def validate_request(text: str) -> str | None:
+    """None when ``text`` is acceptable, else the one-line reason."""
+    try:
+        UserRequest(text=text)
+    except ValidationError as err:
+        return str(err.errors()[0]["msg"]).removeprefix("Value error, ")
+    return None
+
+
+@dataclass
+class AgentResult:
+    request_id: str
+    ok: bool
+    answer: str | None = None
+    error: str | None = None
+    cancelled: bool = False
+    calls: list[Call] = field(default_factory=list)
+    """Every parsed tool call, in order (answers excluded)."""
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+    generations: int = 0
+
+
+class AgentRunner:
+    """Runs requests for one agent on one engine. ``run`` blocks; call it from the engine thread."""
+
+    def __init__(self, agent: AgentDef, engine: SpecEngine, *, temperature: float = 0.0,
+                 clock: Callable[[], float] | None = None, toolbox: ToolBox | None = None) -> None:
+        self.agent, self.engine, self.temperature = agent, engine, temperature
+        self.clock = clock or getattr(engine, "clock", None) or SessionClock()
+        self.tools = toolbox or ToolBox(agent)
+        self._tokenizer: Any = None
+
+    # -- prompt fitting ---------------------------------------------------------------------------
+
+    def _count_tokens(self, text: str) -> int | None:
+        config = getattr(self.engine, "config", None)
+        if config is None:
+            return None
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            try:
+                self._tokenizer = AutoTokenizer.from_pretrained(config.target)
+            except Exception:  # noqa: BLE001 - no local tokenizer: vLLM will check the length
+                self._tokenizer = False
+        return len(self._tokenizer(text)["input_ids"]) if self._tokenizer else None
+
+    def fit_prompt(self, history: list[tuple[str, str]], passages: list[Passage]) -> tuple[str | None, str]:
+        """The longest prompt that leaves ``max_tokens`` of context: drop passages (last first),
+        then the oldest call/result pairs, then halve the newest result. Returns (prompt, "") or
+        (None, reason). Deterministic, so speculative and target-only runs see the same prompts."""
+        config = getattr(self.engine, "config", None)
+        limit = config.max_model_len - self.agent.max_tokens if config is not None else None
+        if limit is not None and limit <= 0:
+            return None, (f"max_tokens {self.agent.max_tokens} leaves no room for a prompt in the "
+                          f"model's context ({config.max_model_len} tokens)")
+        user, turns = history[:1], history[1:]
+        passages = list(passages)
+        while True:
+            prompt = render_prompt(self.agent, user + turns, passages)
+            n = self._count_tokens(prompt) if limit is not None else None
+            if n is None or n <= limit:
+                return prompt, ""
+            if passages:
+                passages.pop()
+            elif len(turns) > 2:
+                turns = turns[2:]
+            elif turns and len(turns[-1][1]) > 64:  # last resort: keep the head of the newest result
+                role, body = turns[-1]
+                turns = turns[:-1] + [(role, body[: len(body) // 2] + " …(cut)")]
+            else:
+                return None, f"the request does not fit the model's context ({n} prompt tokens > {limit})"
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self, text: str, sink: Sink, *, request_id: str | None = None,
+            cancel: threading.Event | None = None) -> AgentResult:
+        rid = request_id or "a" + uuid.uuid4().hex[:8]
+        clock, agent = self.clock, self.agent
+        cancel = cancel or threading.Event()
+        result = AgentResult(request_id=rid, ok=False)
+        step = 0
+
+        def start(kind: str) -> float:
+            sink(AgentStepStarted(t=clock(), request_id=rid, step=step, kind=kind))
+            return time.perf_counter()
+
+        def finish(kind: str, t0: float, ok: bool = True, **kw: Any) -> None:
+            sink(AgentStepFinished(t=clock(), request_id=rid, step=step, kind=kind,
+                                   latency_s=time.perf_counter() - t0, ok=ok, **kw))
+
+        def fail(message: str, level: str = "error") -> None:
+            sink(Error(t=clock(), level=level, where="agent", request_id=rid, message=message))
+
+        sink(UserMessage(t=clock(), request_id=rid, text=text[:MAX_INPUT_BYTES]))
+        t0 = start("validate")
+        problem = validate_request(text)
+        finish("validate", t0, ok=problem is None)
+        if problem:
+            fail(problem)
+            result.error = problem
+            return result
+        step += 1
+
+        passages: list[Passage] = []
+        if agent.retrieval.top_k > 0 and not cancel.is_set():
+            t0 = start("retrieve")
+            try:
+                passages = self.tools.store().search(text, agent.retrieval.top_k)
+                sink(Retrieval(t=clock(), request_id=rid, step=step, query=text, passages=passages))
+                finish("retrieve", t0)
+            except Exception as err:  # noqa: BLE001 - retrieval is optional; the request goes on
+                finish("retrieve", t0, ok=False)
+                fail(f"retrieval failed: {type(err).__name__}: {err}", "warning")
+            step += 1
+
+        history: list[tuple[str, str]] = [("user", text)]
+        for gen in range(agent.max_steps):
+            if cancel.is_set():
+                break
+            answer_only = gen == agent.max_steps - 1
+            kind = "answer" if answer_only else "tool_call"
+            t0 = start(kind)
+            prompt, why = self.fit_prompt(history, passages)
+            if prompt is None:
+                finish(kind, t0, ok=False)
+                fail(why)
+                result.error = why
+                return result
+            params = GenerationParams(max_tokens=agent.max_tokens, temperature=self.temperature,
+                                      json_schema=call_schema(agent, answer_only=answer_only))
+            try:
+                done = self.engine.generate(prompt, params, sink, request_id=f"{rid}-{step}", cancel=cancel)
+            except Exception as err:  # noqa: BLE001 - an engine failure ends this request, not the app
+                finish(kind, t0, ok=False)
+                result.error = f"generation failed: {type(err).__name__}: {err}"
+                fail(result.error)
+                return result
+            result.generations += 1
+            stats = dict(ttft_s=done.ttft_s, tokens=done.output_tokens)
+            if done.cancelled:
+                finish(kind, t0, ok=False, **stats)
+                break
+            try:
+                call = parse_call(agent, done.text, answer_only=answer_only)
+            except ValueError as err:
+                finish(kind, t0, ok=False, **stats)
+                reason = f"step {step}: invalid output ({done.finish_reason}): {err}"
+                fail(reason, "warning")
+                history += [("call", done.text), ("result", f"error: {err}")]
+                step += 1
+                continue
+            if call.answer is not None:
+                finish(kind, t0, **stats)
+                result.ok, result.answer = True, call.answer
+                return result
+            result.calls.append(call)
+            sink(ToolCall(t=clock(), request_id=rid, step=step, name=call.tool, arguments=call.arguments,
+                          raw=call.raw))
+            finish(kind, t0, **stats)
+            step += 1
+            if cancel.is_set():
+                break
+            t0 = start("tool")
+            outcome = self.tools.call(call.tool, call.arguments)
+            result.outcomes.append(outcome)
+            sink(ToolResult(t=clock(), request_id=rid, step=step, name=call.tool, ok=outcome.ok,
+                            content=outcome.content, error=outcome.error, truncated=outcome.truncated,
+                            latency_s=outcome.latency_s))
+            finish("tool", t0, ok=outcome.ok)
+            step += 1
+            history += [("call", call.raw), ("result", outcome.for_prompt(agent.result_chars))]
+        if cancel.is_set():
+            result.cancelled, result.error = True, "cancelled"
+        else:
+            result.error = f"no valid answer within {agent.max_steps} generations"
+            fail(result.error)
+        return result

@@ -1,0 +1,120 @@
+"""The agent's prompt format and its constrained output shape — the one place both are defined.
+
+A later session trains the embedded model on exactly this format, so it is plain, deterministic
+text (same inputs → same bytes) built only by ``render_prompt``::
+
+    <|system|>
+    {agent.system}
+    Tools:
+    - {name}({arg}: {type}, {optional arg}?: {type}): {description}
+    Reply with one JSON object: {"tool": NAME, "arguments": {...}} or {"answer": TEXT}.
+    <|context|>                      (only when passages were retrieved)
+    [{doc}] {passage text}
+    <|user|>
+    {the user's request}
+    <|call|>
+    {the model's JSON, exactly as generated}
+    <|result|>
+    {the tool's result, or "error: ..."}
+    <|call|>                         (the prompt always ends here: the model writes the next call)
+
+Argument types are the schema's ``type`` (``string``, ``integer`` ...), ``a|b|c`` for an enum, and
+``lo..hi`` ranges for bounded numbers. Sections are separated by single newlines; there is no
+trailing newline after the final ``<|call|>`` line's newline.
+
+The *call shape* (``call_schema``) is a JSON Schema ``anyOf`` with one branch per tool —
+``{"tool": {"const": NAME}, "arguments": <the tool's parameters schema>}`` — plus the final-answer
+branch ``{"answer": string}``; with ``answer_only=True`` (the last allowed step) only the answer
+branch remains, so every request ends with an answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+from specterm.events import Passage
+
+if TYPE_CHECKING:
+    from specterm.agent.definition import AgentDef, ToolDef
+
+Role = Literal["user", "call", "result"]
+INSTRUCTION = 'Reply with one JSON object: {"tool": NAME, "arguments": {...}} or {"answer": TEXT}.'
+
+
+def _arg_type(schema: dict[str, Any]) -> str:
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        return "|".join(str(v) for v in schema["enum"])
+    kind = schema.get("type", "any")
+    kind = "|".join(kind) if isinstance(kind, list) else str(kind)
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if lo is not None or hi is not None:
+        kind += f" {'' if lo is None else lo}..{'' if hi is None else hi}"
+    return kind
+
+
+def tool_line(tool: "ToolDef") -> str:
+    props = tool.parameters.get("properties", {})
+    required = set(tool.parameters.get("required", []))
+    args = ", ".join(f"{name}{'' if name in required else '?'}: {_arg_type(s)}" for name, s in props.items())
+    return f"- {tool.name}({args}): {tool.description}"
+
+
+def render_prompt(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages: Sequence[Passage]) -> str:
+    """The full prompt for the next generation. ``history`` is the request so far as
+    (role, text) pairs: one ``user`` turn, then ``call``/``result`` pairs."""
+    lines = ["<|system|>", agent.system.strip(), "Tools:", *(tool_line(t) for t in agent.tools), INSTRUCTION]
+    if passages:
+        lines.append("<|context|>")
+        lines += [f"[{p.doc}] {p.text}" for p in passages]
+    for role, text in history:
+        lines += [f"<|{role}|>", text]
+    lines.append("<|call|>")
+    return "\n".join(lines) + "\n"
+
+
+def answer_branch(agent: "AgentDef") -> dict[str, Any]:
+    return {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1,
+                                                        "maxLength": agent.answer_chars}},
+            "required": ["answer"], "additionalProperties": False}
+
+
+def call_schema(agent: "AgentDef", *, answer_only: bool = False) -> dict[str, Any]:
+    """The JSON Schema every generation is constrained to (see the module doc)."""
+    branches = [] if answer_only else [
+        {"type": "object", "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
+         "required": ["tool", "arguments"], "additionalProperties": False}
+        for t in agent.tools
+    ]
+    branches.append(answer_branch(agent))
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+@dataclass(frozen=True)
+class Call:
+    """A parsed generation: a tool call (``tool`` set) or a final answer (``answer`` set)."""
+
+    raw: str
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    answer: str | None = None
+
+
+def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False) -> Call:
+    """Parse and check one generation; raises ``ValueError`` with a one-line reason."""
+    import jsonschema
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON ({err.msg} at char {err.pos})") from None
+    try:
+        jsonschema.validate(data, call_schema(agent, answer_only=answer_only))
+    except jsonschema.ValidationError as err:
+        raise ValueError(f"not a valid tool call or answer: {err.message[:200]}") from None
+    if "answer" in data:
+        return Call(raw=text, answer=data["answer"])
+    return Call(raw=text, tool=data["tool"], arguments=data["arguments"])

@@ -1,0 +1,169 @@
+"""Tool execution: built-in handlers, argument checks, a worker thread with a timeout.
+
+A *handler* is the Python behind a tool name in ``agent.toml`` (``handler = "sql.query"``). The loop
+calls ``ToolBox.call(name, arguments)``, which never raises: an unknown tool, arguments that fail the
+tool's JSON Schema, a handler that raises, and a handler that runs past ``timeout_s`` all become an
+error ``ToolOutcome`` whose one-line message the model sees as the tool result.
+
+Handlers run in a fresh daemon thread joined with a timeout (``timeout_s`` plus a short grace), so
+a stuck handler cannot stall the engine thread (SQL also interrupts itself at ``timeout_s``, so it
+reports the slow query and does not keep running).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from specterm.agent.errors import ToolError
+
+if TYPE_CHECKING:
+    from specterm.agent.definition import AgentDef, ToolDef
+
+
+GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    ok: bool
+    content: str = ""
+    error: str | None = None
+    truncated: bool = False
+    latency_s: float = 0.0
+
+    def for_prompt(self, limit: int) -> str:
+        """The text fed back to the model: the content (cut at ``limit`` chars) or the error."""
+        text = self.content if self.ok else f"error: {self.error}"
+        return text if len(text) <= limit else text[: limit - 12] + " …(cut)"
+
+
+def _num(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+# -- handlers: (toolbox, arguments, tool) -> text or (text, truncated) ---------------------------
+
+def _list_tables(box: "ToolBox", args: dict, tool: "ToolDef"):
+    return ", ".join(box.db().tables())
+
+
+def _describe_table(box: "ToolBox", args: dict, tool: "ToolDef"):
+    return box.db().describe(args["table"])
+
+
+def _query_sql(box: "ToolBox", args: dict, tool: "ToolDef"):
+    return box.db().query(args["sql"], timeout_s=tool.timeout_s)
+
+
+def _search_docs(box: "ToolBox", args: dict, tool: "ToolDef"):
+    k = int(args.get("top_k", box.agent.retrieval.top_k or 3))
+    hits = box.store().search(args["query"], k)
+    return "\n".join(f"[{i}] {p.doc} ({p.score:.2f}): {p.text}" for i, p in enumerate(hits, 1)) or "no passages"
+
+
+def _sla_budget(box: "ToolBox", args: dict, tool: "ToolDef"):
+    slo, days = float(args["slo_percent"]), int(args["window_days"])
+    budget = (1 - slo / 100) * days * 24 * 60
+    text = f"error budget for {_num(slo)}% over {days} days: {_num(budget)} minutes"
+    if "consumed_minutes" in args:
+        used = float(args["consumed_minutes"])
+        left = budget - used
+        spent = 100 * used / budget if budget else math.inf
+        text += f"; consumed {_num(used)}, remaining {_num(left)} minutes ({_num(spent)}% spent)"
+    return text
+
+
+def _capacity(box: "ToolBox", args: dict, tool: "ToolDef"):
+    peak, per = float(args["peak_rps"]), float(args["rps_per_replica"])
+    headroom = int(args.get("headroom_percent", 30))
+    need = math.ceil(peak * (1 + headroom / 100) / per - 1e-9)
+    replicas = max(2, need)  # policy: never fewer than 2 in production
+    return (f"replicas needed: {replicas} (peak {_num(peak)} rps x {1 + headroom / 100:g} headroom "
+            f"/ {_num(per)} rps per replica = {need}; minimum 2)")
+
+
+HANDLERS: dict[str, Callable[..., Any]] = {
+    "sql.list_tables": _list_tables,
+    "sql.describe_table": _describe_table,
+    "sql.query": _query_sql,
+    "docs.search": _search_docs,
+    "ops.sla_budget": _sla_budget,
+    "ops.capacity": _capacity,
+}
+
+
+class ToolBox:
+    """An agent's tools with their resources (database, vector store), opened on first use."""
+
+    def __init__(self, agent: "AgentDef", *, store: Any = None) -> None:
+        self.agent = agent
+        self._db = None
+        self._store = store
+        self._lock = threading.Lock()
+
+    def db(self):
+        from specterm.agent.sqltool import ReadOnlyDB, database_path
+
+        with self._lock:
+            if self._db is None:
+                if self.agent.database is None:
+                    raise ToolError("this agent has no database")
+                path = database_path(self.agent.name, self.agent.sql_script)
+                self._db = ReadOnlyDB(path, max_rows=self.agent.database.max_rows,
+                                      max_bytes=self.agent.database.max_bytes)
+            return self._db
+
+    def store(self):
+        from specterm.agent.vectors import VectorStore
+
+        with self._lock:
+            if self._store is None:
+                self._store = VectorStore.for_agent(self.agent)
+            return self._store
+
+    def call(self, name: str, arguments: Any) -> ToolOutcome:
+        start = time.perf_counter()
+        tool = self.agent.tool(name)
+        if tool is None:
+            return ToolOutcome(False, error=f"unknown tool {name!r}")
+        problem = _check_arguments(tool, arguments)
+        if problem:
+            return ToolOutcome(False, error=problem, latency_s=time.perf_counter() - start)
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["value"] = HANDLERS[tool.handler](self, arguments, tool)
+            except ToolError as err:
+                box["error"] = str(err)
+            except Exception as err:  # noqa: BLE001 - a failing tool is a result, never a crash
+                box["error"] = f"tool failed: {type(err).__name__}: {err}"
+
+        worker = threading.Thread(target=work, name=f"tool-{name}", daemon=True)
+        worker.start()
+        # A short grace lets a handler that enforces the deadline itself (SQL interrupts its own
+        # query) report why; only a handler that ignores it is cut off here.
+        worker.join(tool.timeout_s + GRACE_S)
+        latency = time.perf_counter() - start
+        if worker.is_alive():
+            return ToolOutcome(False, error=f"tool timed out after {tool.timeout_s:g}s", latency_s=latency)
+        if "error" in box:
+            return ToolOutcome(False, error=box["error"], latency_s=latency)
+        value = box.get("value")
+        text, truncated = value if isinstance(value, tuple) else (str(value), False)
+        return ToolOutcome(True, content=text, truncated=truncated, latency_s=latency)
+
+
+def _check_arguments(tool: "ToolDef", arguments: Any) -> str | None:
+    import jsonschema
+
+    try:
+        jsonschema.validate(arguments, tool.parameters)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "arguments"
+        return f"bad arguments for {tool.name} at {where}: {err.message}"
+    return None
