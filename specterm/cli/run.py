@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schema", metavar="FILE", help="constrain output to this JSON Schema")
     p.add_argument("--json", action="store_true", help="print one event per line (JSONL) instead")
     p.add_argument("--show-rejected", action="store_true", help="show rejected draft tokens, struck through")
+    p.add_argument("--agent", metavar="NAME",
+                   help="send PROMPT to this agent (agents/NAME or $SPECTERM_AGENTS_DIR/NAME): retrieval, "
+                        "tool calls, answer; the agent's own limits replace --max-tokens")
     from specterm.session.recorder import add_record_args
 
     add_record_args(p)
@@ -38,6 +41,8 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.session.recorder import recorder_from_args
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if args.agent:
+        return run_agent(args, prompt)
     schema = load_schema_file(args.schema) if args.schema else None
     try:
         params = GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature, json_schema=schema)
@@ -75,3 +80,47 @@ def handle(args: argparse.Namespace) -> int:
                           "sampling verification is known broken here; treat these verdicts as suspect",
                           markup=False)
     return 0
+
+
+def run_agent(args: argparse.Namespace, prompt: str) -> int:
+    """``run --agent NAME PROMPT``: one agent request, headless (or ``--json`` events)."""
+    from specterm.agent import AgentRunner, load_agent, validate_request
+    from specterm.engine import SessionClock, load_engine
+    from specterm.events import SessionEnded
+    from specterm.headless import HeadlessPrinter
+    from specterm.render import inert
+    from specterm.session.recorder import recorder_from_args
+
+    if args.schema:
+        raise ConfigError("--schema cannot be combined with --agent (the agent's tool schemas constrain output)")
+    agent = load_agent(args.agent)  # a bad name or definition fails before the engine starts
+    problem = validate_request(prompt)
+    if problem:
+        raise ConfigError(f"bad request: {problem}")
+    config = engine_config_from_args(args)
+    clock = SessionClock()
+    engine = load_engine(config, clock=clock)
+    printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
+    header = session_header(config, agent=agent.name)
+    recorder = recorder_from_args(args, header)
+    if args.json:
+        printer(header)
+
+    def sink(event) -> None:
+        printer(event)
+        if recorder is not None:
+            recorder.write(event)
+
+    started = time.perf_counter()
+    try:
+        result = AgentRunner(agent, engine, temperature=args.temperature, clock=clock).run(prompt, sink)
+    finally:
+        engine.close()
+        if recorder is not None:
+            recorder.close()
+    if args.json:
+        printer(SessionEnded(t=clock()))
+    printer.finish(time.perf_counter() - started)
+    if not args.json and result.answer is not None:
+        printer.console.print("answer: " + inert(result.answer), markup=False, highlight=False)
+    return 0 if result.ok else 1
