@@ -47,6 +47,11 @@ def _numbers(text: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", text.replace(",", ""))]
 
 
+def _says(answer: str, phrase: str) -> bool:
+    """``phrase`` occurs in ``answer`` as whole words (so "no" does not match "now")."""
+    return re.search(r"(?<!\w)" + re.escape(phrase.lower()) + r"(?!\w)", answer) is not None
+
+
 def score(agent, box, case: dict, result, events) -> dict:
     from specterm.events import ToolResult
 
@@ -63,7 +68,7 @@ def score(agent, box, case: dict, result, events) -> dict:
             value = float(first)
             answer_ok = any(abs(x - value) < 0.005 for x in _numbers(answer))
         except ValueError:
-            answer_ok = bool(first) and first.lower() in answer
+            answer_ok = bool(first) and _says(answer, first)
     else:
         tool = case["tool"]
         if "doc" in case:
@@ -72,7 +77,7 @@ def score(agent, box, case: dict, result, events) -> dict:
         else:
             expected = box.call(tool, case["arguments"]).content
             args_ok = any(c.tool == tool and r.ok and r.content == expected for c, r in pairs)
-        answer_ok = any(a.lower() in answer for a in case["answer"])
+        answer_ok = any(_says(answer, a) for a in case["answer"])
     tool_ok = any(c.tool == tool for c in result.calls)
     return {"question": case["question"], "tool": tool_ok, "arguments": args_ok, "answer": answer_ok,
             "success": tool_ok and args_ok and answer_ok, "calls": [c.raw for c in result.calls],

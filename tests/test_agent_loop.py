@@ -87,8 +87,9 @@ def extra_runs(engine):
         hostile[label] = run(agent, engine, f"please {label} it")
     after = hashlib.sha256(db.read_bytes()).hexdigest()
     cancelled = run(small("sql_analyst"), engine, QUESTIONS["sql_analyst"], cancel_after_steps=2)
+    overflow = run(small("ops_assistant"), engine, "word " * 1600)  # 8000 bytes: valid, too long
     return {"hostile": hostile, "db_unchanged": before == after, "evil_db": (db.parent / "evil.db").exists(),
-            "cancelled": cancelled}
+            "cancelled": cancelled, "overflow": overflow}
 
 
 def agent_steps(events):
@@ -214,3 +215,12 @@ def test_invalid_input_stops_at_validation():
     assert not result.ok and "control character" in result.error
     assert [type(e).__name__ for e in events] == ["UserMessage", "AgentStepStarted", "AgentStepFinished", "Error"]
     assert not events[2].ok
+
+
+def test_a_request_longer_than_the_context_fails_with_one_line(runs):
+    result, events = runs["extra"]["overflow"]
+    assert not result.ok and "does not fit the model's context" in result.error
+    assert not any(isinstance(e, RequestStarted) for e in events)
+    steps = check_consistent(events)
+    assert steps[-1].kind == "tool_call" and not steps[-1].ok
+    assert isinstance(events[-1], Error) and events[-1].message == result.error

@@ -70,6 +70,7 @@ HOSTILE = [
     "VACUUM",
     "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
     "SELECT load_extension('/tmp/x.so')",
+    "SELECT length(randomblob(100000000))",
 ]
 
 
@@ -142,3 +143,26 @@ def test_ops_calculators():
     assert box.call("capacity", {"peak_rps": 10, "rps_per_replica": 150, "headroom_percent": 0}).content \
         .startswith("replicas needed: 2 ")
     assert not box.call("sla_budget", {"slo_percent": 100, "window_days": 30}).ok
+
+
+def test_eval_cases_have_real_ground_truth(box):
+    """scripts/agent_eval.py's cases: gold SQL runs read-only and returns rows; calculator cases are
+    valid calls; search cases name a shipped document."""
+    import tomllib
+
+    sql_cases = tomllib.loads((box.agent.path / "eval.toml").read_text())["case"]
+    assert len(sql_cases) >= 15
+    for case in sql_cases:
+        text, truncated = box.db().query(case["sql"])
+        assert not truncated and len(text.splitlines()) == 3, case  # header, one row, limits note
+    ops = load_agent("ops_assistant")
+    ops_box = ToolBox(ops)
+    ops_cases = tomllib.loads((ops.path / "eval.toml").read_text())["case"]
+    assert len(ops_cases) >= 15
+    for case in ops_cases:
+        assert ops.tool(case["tool"]) is not None and case["answer"]
+        if "doc" in case:
+            assert (ops.docs_dir / case["doc"]).is_file()
+        else:
+            out = ops_box.call(case["tool"], case["arguments"])
+            assert out.ok and any(a in out.content for a in case["answer"]), (case, out)

@@ -11,7 +11,8 @@ write through:
    recursive CTEs) at prepare time, before anything runs;
 3. exactly one statement: ``sqlite3`` refuses a second statement in one ``execute``.
 
-A progress handler interrupts a query that runs past its deadline. Results are bounded: at most
+A progress handler interrupts a query that runs past its deadline, and no string or blob a query
+builds may exceed 1 MB (``SQLITE_LIMIT_LENGTH``). Results are bounded: at most
 ``max_rows`` rows and ``max_bytes`` bytes of text; the result says how many rows it shows and
 whether it was cut. Every refusal is a ``ToolError`` whose message the model sees as the result.
 """
@@ -33,6 +34,7 @@ _ACTION_NAMES = {getattr(sqlite3, n): n.removeprefix("SQLITE_") for n in dir(sql
                  if n.startswith("SQLITE_") and n not in ("SQLITE_OK", "SQLITE_DENY", "SQLITE_IGNORE")
                  and isinstance(getattr(sqlite3, n), int)}
 _build_lock = threading.Lock()
+MAX_VALUE_BYTES = 1_000_000
 
 
 def _cache_root() -> Path:
@@ -108,6 +110,8 @@ class ReadOnlyDB:
         conn = self._connect()
         try:
             conn.set_authorizer(_authorizer(denied))
+            # Bound every string/blob a query can build (randomblob(1e9) would allocate 1 GB).
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             # Called every N virtual-machine instructions; a non-zero return interrupts the query.
             conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
             try:
