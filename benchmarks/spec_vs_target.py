@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/spec_vs_target.py [--out DIR] [--repeats N] [--max-tokens N] [--k 2,4,6,8]
-    python benchmarks/spec_vs_target.py --from DIR/spec_vs_target.json   # re-render only
+    python benchmarks/spec_vs_target.py --from DIR/spec_vs_target.json   # re-aggregate and re-render
 
 Runs ``specterm bench --workload toolcalls,prose`` (draft_model and ngram, target-only interleaved),
 writes ``DIR/spec_vs_target.json`` and one SVG per workload, and prints per workload a Markdown table
@@ -50,6 +50,30 @@ def markdown(data: dict) -> str:
     return "\n".join(lines)
 
 
+def reaggregate(data: dict) -> dict:
+    """Recompute every workload's results from the stored per-request records (current definitions)."""
+    from specterm.bench.results import aggregate
+    from specterm.bench.runner import ConfigSpec, RequestRecord
+    from specterm.stats import SpecStats
+
+    for name, wl in data["workloads"].items():
+        records = []
+        for r in (x for x in data["records"] if x["workload"] == name):
+            st = r["stats"]
+            stats = SpecStats(steps=st["steps"], drafts=st["drafts"], draft_tokens=st["draft_tokens"],
+                              accepted=st["accepted"], forced=st["forced"], rejected=st["rejected"],
+                              accepted_per_pos=[round(p * st["drafts"]) for p in st["per_position"]])
+            stats.by_verdict.update(st["by_verdict"])
+            first = r["tokens"] - st["accepted"] - len(r["decode_step_s"]) - (1 if st["drafts"] else 0)
+            records.append(RequestRecord(
+                config=r["config"], block=r["block"], round=r["round"], prompt=r["prompt"], tokens=r["tokens"],
+                first_step_tokens=r.get("first_step_tokens", max(first, 1)), steps=r["steps"], wall_s=r["wall_s"],
+                ttft_s=r["ttft_s"], decode_step_s=r["decode_step_s"], stats=stats, workload=name))
+        specs = [ConfigSpec(x["method"], x["k"]) for x in wl["results"] if x["method"]]
+        wl["results"] = [x.as_dict() for x in aggregate(records, specs)]
+    return data
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="benchmarks/results")
@@ -59,7 +83,7 @@ def main() -> int:
     ap.add_argument("--from", dest="source", help="render an existing JSON result instead of running")
     args = ap.parse_args()
     if args.source:
-        print(markdown(json.loads(Path(args.source).read_text())))
+        print(markdown(reaggregate(json.loads(Path(args.source).read_text()))))
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

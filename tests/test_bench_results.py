@@ -159,3 +159,19 @@ def test_report_renders_table_plot_and_svg(tmp_path):
     svg = tmp_path / "p.svg"
     write_svg(str(svg), results, title="t [bold]x[/bold]")
     assert svg.read_text().startswith("<svg") and "draft_model" in svg.read_text()
+
+
+def test_an_agent_turn_of_two_engine_requests_folds_into_one_record():
+    from specterm.bench.runner import record_from_events
+
+    def step(rid, i, n, wall):
+        return SpecStep(request_id=rid, index=i, tokens=[Token(id=7, text="x", verdict="target")] * n, wall_s=wall)
+
+    events = [step("a", 0, 1, 0.5), step("a", 1, 3, 0.01), step("a", 2, 2, 0.01),
+              RequestFinished(request_id="a", output_tokens=6, wall_s=0.6, ttft_s=0.5),
+              step("b", 0, 1, 0.3), step("b", 1, 1, 0.02),
+              RequestFinished(request_id="b", output_tokens=2, wall_s=0.4, ttft_s=0.3)]
+    r = record_from_events(events, config="c", block="c", round=0, prompt=0, workload="agent")
+    assert (r.tokens, r.steps, r.first_step_tokens, r.decode_tokens) == (8, 5, 2, 6)
+    assert r.wall_s == pytest.approx(1.0) and r.ttft_s == 0.5
+    assert r.decode_s == pytest.approx(1.0 - 0.8) and r.decode_step_s == [0.01, 0.01, 0.02]

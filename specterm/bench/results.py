@@ -2,8 +2,9 @@
 
 Definitions (all per configuration):
 
-* **decode tokens/s** — decode tokens ÷ decode seconds summed over one round's requests (the part
-  of each request after its first token; see ``runner``). Reported as median [min–max] over rounds.
+* **decode tokens/s** — per request, decode tokens ÷ decode seconds (the part after its first
+  token; see ``runner``); per round the median over requests, then median [min–max] over rounds.
+  Medians, because on a shared machine one load spike would otherwise own a round's total.
 * **speed-up** — for each prompt, this configuration's decode tokens/s ÷ the target-only engine's
   decode tokens/s on the same prompt, run back to back in the same block and round (a *pair*); per
   round the median over its pairs, then median [min–max] over rounds. Pairs adjacent in time and
@@ -105,6 +106,12 @@ def decode_rate(records: Sequence[RequestRecord]) -> float | None:
     return sum(r.decode_tokens for r in records) / secs if secs > 0 else None
 
 
+def median_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Median over requests of each request's decode tokens/s."""
+    rates = [x for x in (decode_rate([r]) for r in records) if x is not None]
+    return statistics.median(rates) if rates else None
+
+
 def median_step(records: Sequence[RequestRecord]) -> float | None:
     steps = [s for r in records for s in r.decode_step_s]
     return statistics.median(steps) if steps else None
@@ -158,7 +165,7 @@ def aggregate(records: Sequence[RequestRecord], specs: Sequence[ConfigSpec]) -> 
     """Target-only first, then each configuration in ``specs`` order (see the module docstring)."""
     rounds = _rounds(records)
     target_recs = [r for r in records if r.config == TARGET_ONLY]
-    target_rates = [decode_rate(by[TARGET_ONLY]) for by in rounds.values() if by.get(TARGET_ONLY)]
+    target_rates = [median_rate(by[TARGET_ONLY]) for by in rounds.values() if by.get(TARGET_ONLY)]
     target = _base(TARGET_ONLY, None, 0, target_recs, [x for x in target_rates if x is not None])
     target.speedup = Spread(1.0, 1.0, 1.0, len(target_rates))
     c_draft = draft_cost_ratio(records)
@@ -170,7 +177,7 @@ def aggregate(records: Sequence[RequestRecord], specs: Sequence[ConfigSpec]) -> 
         for (block, _), by_cfg in rounds.items():
             if block != label or not by_cfg.get(label):
                 continue
-            rate = decode_rate(by_cfg[label])
+            rate = median_rate(by_cfg[label])
             if rate is not None:
                 rates.append(rate)
             pairs = paired_ratios(by_cfg.get(TARGET_ONLY, []), by_cfg[label])

@@ -67,29 +67,48 @@ class RequestRecord:
     def decode_tokens(self) -> int:
         return self.tokens - self.first_step_tokens
 
+    prefill_s: float | None = None
+    """Sum of the TTFTs of the unit's engine requests (one for a plain request)."""
+
     @property
     def decode_s(self) -> float:
-        return max(self.wall_s - (self.ttft_s or 0.0), 0.0)
+        prefill = self.prefill_s if self.prefill_s is not None else (self.ttft_s or 0.0)
+        return max(self.wall_s - prefill, 0.0)
 
 
 def record_from_events(events: Sequence[Any], *, config: str, block: str, round: int, prompt: int,
                        workload: str = "") -> RequestRecord:
-    """Fold one request's events into a ``RequestRecord`` (stats via ``specterm.stats``)."""
+    """Fold one measured unit's events into a ``RequestRecord`` (stats via ``specterm.stats``).
+
+    A unit is one engine request, or one agent turn made of several: then tokens and steps add up,
+    ``wall_s`` and the decode time sum over the engine requests (tool time excluded), and TTFT is
+    the first request's."""
     steps = [e for e in events if isinstance(e, SpecStep)]
-    finished = next((e for e in events if isinstance(e, RequestFinished)), None)
-    if finished is None:
+    finished = [e for e in events if isinstance(e, RequestFinished)]
+    if not finished:
         raise ValueError("request produced no request_finished event")
     stats = SpecStats()
     for step in steps:
         stats.add_step(step)
-    # Steps that emitted nothing (a partial prefill chunk) are not decode steps.
-    emitting = [s for s in steps if s.tokens]
+    # Each engine request's first emitting step is its prefill; steps that emitted nothing (a
+    # partial prefill chunk) are not decode steps either.
+    first: dict[str, SpecStep] = {}
+    decode_steps = []
+    for s in steps:
+        if not s.tokens:
+            continue
+        if s.request_id in first:
+            decode_steps.append(s.wall_s)
+        else:
+            first[s.request_id] = s
+    wall = sum(f.wall_s for f in finished)
+    ttfts = [f.ttft_s for f in finished if f.ttft_s is not None]
     return RequestRecord(
         config=config, block=block, round=round, prompt=prompt,
-        tokens=stats.tokens, first_step_tokens=len(emitting[0].tokens) if emitting else 0,
-        steps=len(steps), wall_s=finished.wall_s, ttft_s=finished.ttft_s,
-        decode_step_s=[s.wall_s for s in emitting[1:]], stats=stats,
-        token_ids=[t.id for s in steps for t in s.tokens], text=finished.text, workload=workload,
+        tokens=stats.tokens, first_step_tokens=sum(len(s.tokens) for s in first.values()),
+        steps=len(steps), wall_s=wall, ttft_s=finished[0].ttft_s, decode_step_s=decode_steps, stats=stats,
+        token_ids=[t.id for s in steps for t in s.tokens], text="".join(f.text for f in finished),
+        workload=workload, prefill_s=sum(ttfts),
     )
 
 
@@ -115,7 +134,7 @@ class BenchRunner:
 
     def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[str]], specs: Sequence[ConfigSpec], *,
                  repeats: int = 3, params: GenerationParams | None = None, loader: Loader | None = None,
-                 time_draft: bool = True, warmup: bool = True) -> None:
+                 time_draft: bool = True, warmup: bool = True, agent: str = "sql_analyst") -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
         # (workload, prompt) pairs: every workload runs in the same blocks, so engines load once.
@@ -126,6 +145,8 @@ class BenchRunner:
         self.repeats, self.params = repeats, params or GenerationParams(max_tokens=64)
         self.time_draft = time_draft and base.draft is not None and any(s.method == "draft_model" for s in specs)
         self.warmup = warmup
+        self.agent_name = agent
+        self._agent_def: Any = None
         if loader is None:
             from specterm.engine import load_engine
 
@@ -184,5 +205,12 @@ class BenchRunner:
     def _one(self, engine: SpecEngine, prompt: str, config: str, block: str, rnd: int, i: int,
              workload: str) -> RequestRecord:
         events: list[Any] = []
-        engine.generate(prompt, self.params, events.append)
+        if workload == "agent":
+            from specterm.agent import AgentRunner, load_agent
+
+            if self._agent_def is None:
+                self._agent_def = load_agent(self.agent_name)
+            AgentRunner(self._agent_def, engine, temperature=self.params.temperature).run(prompt, events.append)
+        else:
+            engine.generate(prompt, self.params, events.append)
         return record_from_events(events, config=config, block=block, round=rnd, prompt=i, workload=workload)

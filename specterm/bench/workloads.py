@@ -9,8 +9,10 @@ acceptance there is realistic rather than zero:
 * ``prose`` — free text (runbook steps, order descriptions);
 * ``code`` — SQL statements.
 
-``agent`` (whole multi-step agent turns) needs ``specterm.agent``; until that provides a loop this
-module says so instead of guessing.
+``agent`` runs whole agent turns (``specterm.agent.AgentRunner``: tool calls, tool results,
+retrieval, answer) for short user requests to one agent (``--agent``, default ``sql_analyst``); a
+turn makes several engine requests, and its decode figures sum over them (``runner``). Tool time is
+identical in both configurations and is not part of the decode rate.
 """
 
 from __future__ import annotations
@@ -45,23 +47,29 @@ BUILTIN: dict[str, tuple[str, ...]] = {
         "SELECT",
     ),
 }
-AGENT_UNAVAILABLE = "agent workload: not available yet (specterm.agent provides no loop to call)"
+AGENT_REQUESTS = (
+    "How many orders are there?",
+    "Which customer has the highest total order amount?",
+    "What is the total amount of refunds?",
+)
+AGENT_UNAVAILABLE = "agent workload: not available (specterm.agent or its extra is not installed)"
 WORKLOADS = (*BUILTIN, "agent")
 
 
 def agent_loop_available() -> bool:
-    """True once ``specterm.agent`` exposes a callable loop the bench could drive."""
+    """True when ``specterm.agent`` provides the loop the agent workload drives."""
     try:
-        import specterm.agent as agent
+        from specterm.agent import AgentRunner, load_agent  # noqa: F401
     except ImportError:
         return False
-    return callable(getattr(agent, "run_turn", None))
+    return True
 
 
 def builtin_prompts(name: str) -> list[str]:
     if name == "agent":
-        # Even when the loop lands, its API must be wired here first: say so rather than guess.
-        raise ConfigError(AGENT_UNAVAILABLE)
+        if not agent_loop_available():
+            raise ConfigError(AGENT_UNAVAILABLE)
+        return list(AGENT_REQUESTS)
     try:
         return list(BUILTIN[name])
     except KeyError:

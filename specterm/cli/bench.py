@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="speculative vs target-only side by side, against the theoretical bound",
                        description=__doc__)
     p.add_argument("--workload", default="toolcalls",
-                   help="comma list of built-in prompt sets: toolcalls, prose, code (agent: not available yet)")
+                   help="comma list of prompt sets: toolcalls, prose, code, agent (whole agent turns)")
+    p.add_argument("--agent", default="sql_analyst", help="agent for --workload agent (default sql_analyst)")
     p.add_argument("--prompts", metavar="FILE", help="one prompt per line (replaces --workload)")
     p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
@@ -109,7 +110,11 @@ def bench(args: argparse.Namespace, base, console) -> int:
 
     workloads, params = _workloads(args), _params(args)
     specs = _specs(args, base)
-    runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params)
+    if "agent" in workloads:
+        from specterm.agent import load_agent
+
+        load_agent(args.agent)  # a bad name is one line now, not after the engines load
+    runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
     with progress:
@@ -120,7 +125,8 @@ def bench(args: argparse.Namespace, base, console) -> int:
     for name in workloads:
         recs = [r for r in runner.records if r.workload == name]
         results = aggregate(recs, specs)
-        title = f"workload {name}: {len(workloads[name])} prompts × {args.repeats} rounds, max_tokens {args.max_tokens}"
+        limit = f"agent {args.agent}'s max_tokens" if name == "agent" else f"max_tokens {args.max_tokens}"
+        title = f"workload {name}: {len(workloads[name])} prompts × {args.repeats} rounds, {limit}"
         console.print(results_table(results, title=title))
         console.print(acceptance_table(results))
         console.print(speedup_plot(results))
@@ -143,7 +149,7 @@ def _suffixed(path: str, name: str) -> str:
 
 def _record(r) -> dict[str, Any]:
     return {"workload": r.workload, "config": r.config, "block": r.block, "round": r.round,
-            "prompt": r.prompt, "tokens": r.tokens, "steps": r.steps, "wall_s": r.wall_s,
+            "prompt": r.prompt, "tokens": r.tokens, "first_step_tokens": r.first_step_tokens, "steps": r.steps, "wall_s": r.wall_s,
             "ttft_s": r.ttft_s, "decode_step_s": r.decode_step_s, "stats": r.stats.as_dict()}
 
 
