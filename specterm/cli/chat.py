@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_engine_args(p)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--agent", metavar="NAME",
+                   help="chat with this agent (agents/NAME): retrieval, schema-constrained tool calls, answer")
     p.add_argument("--replay", metavar="FILE", help="open a recorded session instead of a live engine")
     p.add_argument("--speed", type=float, default=1.0, help="replay speed (0 = as fast as possible)")
     p.add_argument("--theme", help="theme name (specterm-dark, specterm-light, specterm-high-contrast, or a user theme)")
@@ -50,10 +52,23 @@ def handle(args: argparse.Namespace) -> int:
     except ValidationError as err:
         e = err.errors()[0]
         raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    agent = None
+    if args.agent:
+        from specterm.agent import load_agent
+
+        agent = load_agent(args.agent)  # a bad name or definition fails before anything starts
     config = engine_config_from_args(args)
     clock = SessionClock()
-    header = session_header(config)
+    header = session_header(config, agent=agent.name if agent else None)
     recorder = recorder_from_args(args, header)
+
+    def runner_factory(engine):
+        if agent is None:
+            return engine_runner(engine, params, clock)
+        from specterm.agent import AgentRunner
+
+        runner = AgentRunner(agent, engine, temperature=args.temperature, clock=clock)
+        return lambda text, sink, cancel: runner.run(text, sink, cancel=cancel)
 
     def factory():  # runs on the app's worker thread
         from specterm.engine import load_engine
@@ -62,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
 
     app = make_app(
         engine_factory=factory,
-        runner_factory=lambda engine: engine_runner(engine, params, clock),
+        runner_factory=runner_factory,
         header=header,
         gpu=not args.no_gpu,
         tap=recorder.write if recorder is not None else None,

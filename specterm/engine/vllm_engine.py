@@ -45,6 +45,8 @@ _ENV_DEFAULTS = {
     "VLLM_CONFIGURE_LOGGING": "0",
     "TOKENIZERS_PARALLELISM": "false",
     "TQDM_DISABLE": "1",
+    # torch's C++ warnings (NUMA binding) go straight to fd 2 and would scribble over the dashboard.
+    "TORCH_CPP_LOG_LEVEL": "ERROR",
 }
 
 
@@ -135,12 +137,12 @@ class VllmSpecEngine(SpecEngine):
     def __init__(self, config: EngineConfig, *, clock: SessionClock | None = None) -> None:
         self.config = config
         self.clock = clock or SessionClock()
+        for key, value in _ENV_DEFAULTS.items():  # before anything imports torch or vllm
+            os.environ.setdefault(key, value)
         self._validate()
         build = vllm_build()
         if build is None:
             raise EngineUnavailable(f"the vLLM engine is not installed: {ENGINE_EXTRA_HINT}")
-        for key, value in _ENV_DEFAULTS.items():
-            os.environ.setdefault(key, value)
         _quiet_vllm()
         _work_around_kernel_scan_crash()
         try:
