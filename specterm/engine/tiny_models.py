@@ -142,9 +142,6 @@ def build_tiny_pair(
     deeper, so it is really better than the draft. Idempotent: a directory already built with the
     same settings is reused.
     """
-    import torch
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
     root = Path(root)
     target_dir, draft_dir = root / "target", root / "draft"
     stamp = {"seed": seed, "target": [target_layers, target_hidden, target_steps],
@@ -152,6 +149,9 @@ def build_tiny_pair(
     stamp_file = root / "build.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()).get("settings") == stamp:
         return target_dir, draft_dir
+
+    import torch  # only when building: the common path is the stamp check above
+    from transformers import AutoTokenizer, LlamaForCausalLM
 
     root.mkdir(parents=True, exist_ok=True)
     build_tokenizer(target_dir)
