@@ -81,6 +81,9 @@ def test_writes_ddl_attach_pragma_and_multiple_statements_are_refused(box, sql):
     out = box.call("query_sql", {"sql": sql})
     assert not out.ok and out.error and "\n" not in out.error
     assert out.error.startswith(("refused:", "SQL error:")), out.error
+    if sql.startswith(("DROP", "ATTACH", "DELETE", "UPDATE", "PRAGMA writable")):
+        # The authorizer names the action it denied (DROP TABLE first deletes from sqlite_master).
+        assert any(f"denied: {a}" in out.error for a in ("DELETE", "ATTACH", "UPDATE", "PRAGMA")), out.error
     assert sha(path) == before
     assert not (path.parent / "specterm-evil.db").exists()
 

@@ -30,9 +30,13 @@ from pathlib import Path
 from specterm.agent.errors import ToolError
 
 ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION})
-_ACTION_NAMES = {getattr(sqlite3, n): n.removeprefix("SQLITE_") for n in dir(sqlite3)
-                 if n.startswith("SQLITE_") and n not in ("SQLITE_OK", "SQLITE_DENY", "SQLITE_IGNORE")
-                 and isinstance(getattr(sqlite3, n), int)}
+# Authorizer action codes by name (sqlite3 also exports error and limit codes with clashing values).
+_ACTIONS = ("CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER "
+            "CREATE_TEMP_VIEW CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX "
+            "DROP_TEMP_TABLE DROP_TEMP_TRIGGER DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ "
+            "SELECT TRANSACTION UPDATE ATTACH DETACH ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE "
+            "DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE").split()
+_ACTION_NAMES = {getattr(sqlite3, "SQLITE_" + n): n for n in _ACTIONS if hasattr(sqlite3, "SQLITE_" + n)}
 _build_lock = threading.Lock()
 MAX_VALUE_BYTES = 1_000_000
 
