@@ -6,6 +6,7 @@ from events is untrusted and goes through ``render.inert`` inside ``rich.text.Te
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rich.console import Console
@@ -81,7 +82,9 @@ class HeadlessPrinter:
             for p in event.passages:
                 self._line(Text(f"  [{p.score:.2f}] {inert(p.doc)}: {inert(p.text[:100])}", style="dim"))
         elif isinstance(event, ToolCall):
-            self._line(Text(f"  → {inert(event.name)}({inert(event.raw or str(event.arguments))})"))
+            # The raw JSON was just streamed token by token above; show the parsed call once.
+            args = json.dumps(event.arguments, ensure_ascii=False)
+            self._line(Text(f"  → {inert(event.name)}({inert(args)})"))
         elif isinstance(event, ToolResult):
             body = event.content if event.ok else f"error: {event.error}"
             self._line(Text(f"  ← {inert(body[:400])}", style="dim" if event.ok else "red"))

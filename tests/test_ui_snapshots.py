@@ -149,3 +149,9 @@ def test_replay_finished_narrow(snap_compare):
 def test_replay_rejected_shown_wide(snap_compare):
     app, run_before = replay_app("prose_low_acceptance.jsonl", then=["r"])
     assert snap_compare(app, terminal_size=WIDE, run_before=run_before)
+
+
+def test_replay_agent_session_wide(snap_compare):
+    # A real multi-step agent session: retrieval, tool calls, tool results (one refused) and answer.
+    app, run_before = replay_app("sql_agent_multistep.jsonl")
+    assert snap_compare(app, terminal_size=WIDE, run_before=run_before)
