@@ -12,8 +12,8 @@ if [ "$extra" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then extra=cuda; else extra=cpu; fi
 fi
 extras=()
-[ "$extra" != none ] && extras+=("$extra")
-extras+=(agent)
+# The agent's embedding model needs torch, which only comes (as the right build) with an engine.
+[ "$extra" != none ] && extras+=("$extra" agent)
 [ "${1:-}" = --test ] && extras+=(test)
 spec="."
 if [ ${#extras[@]} -gt 0 ]; then spec=".[$(IFS=,; echo "${extras[*]}")]"; fi

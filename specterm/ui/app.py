@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -38,6 +39,9 @@ Runner = Callable[[str, Sink, threading.Event], Any]
 the event is set. ``specterm chat`` passes an agent; the default runs the bare engine."""
 
 BATCH = 20_000
+FRAME_S = 1 / 30
+"""Live batches are applied at most this often: a fast engine's steps queue up in the bridge and are
+drawn together, instead of the UI redrawing per engine step and taking the GIL from the engine."""
 """Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
 
 
@@ -124,6 +128,8 @@ class SpecTermApp(ControlsMixin, App):
             self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset)
         self._autostart = autostart
         self._dashboard_ready = False
+        self._last_apply = 0.0
+        self._apply_timer_pending = False
         self._early: list[Any] = []
         self.gpu_idle_text = (
             "no GPU samples in this session"
@@ -240,6 +246,19 @@ class SpecTermApp(ControlsMixin, App):
     # -- the event pump -----------------------------------------------------------------------
 
     def on_events_ready(self, _: EventsReady) -> None:
+        wait = self._last_apply + FRAME_S - time.monotonic()
+        if wait > 0 and not self.deterministic:
+            # The bridge's wake-up flag stays set until the timer drains, so producers post nothing
+            # meanwhile: one timer, one batch.
+            if not self._apply_timer_pending:
+                self._apply_timer_pending = True
+                self.set_timer(wait, self._apply_queued)
+            return
+        self._apply_queued()
+
+    def _apply_queued(self) -> None:
+        self._apply_timer_pending = False
+        self._last_apply = time.monotonic()
         events = self.bridge.drain(BATCH)
         if events:
             self.apply_events(events)
