@@ -91,7 +91,7 @@ class HeadlessPrinter:
         elif isinstance(event, EngineCounters) and not event.matched:
             self._line(Text(f"verdicts do NOT reconcile with vLLM: {inert(event.detail)}", style="bold red"))
 
-    def finish(self, wall_s: float | None = None, legend: bool = True) -> None:
+    def finish(self, legend: bool = True) -> None:
         if self.json:
             return
         if self._mid_line:
@@ -99,4 +99,7 @@ class HeadlessPrinter:
             self._mid_line = False
         if legend:
             self.console.print(legend_text())
-        self.console.print(summary_line(self.summary.session, wall_s))
+        # tok/s over the requests' own wall time (from request_finished), so a live run and its
+        # replay print the same figure.
+        walls = [r.wall_s for r in self.summary.requests.values() if r.wall_s]
+        self.console.print(summary_line(self.summary.session, sum(walls) if walls else None))

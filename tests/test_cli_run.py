@@ -41,6 +41,7 @@ def test_directory_that_is_not_a_model(capsys, tmp_path):
     _assert_one_line_error(rc, err, "not a model directory")
 
 
+@pytest.mark.engine  # builds tokenizers with the engine extra's transformers
 def test_draft_with_a_different_tokenizer_is_refused_before_loading(capsys, tmp_path, tiny_pair):
     from specterm.engine.tiny_models import build_tokenizer
 

@@ -107,8 +107,7 @@ def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_reje
             raise
         if replayer.error is not None:
             raise replayer.error  # the sink's error, raised on its thread
-        end_t = data.events[-1].t if data.events else 0.0
-        printer.finish(end_t if math.isfinite(end_t) and end_t > 0 else None)
+        printer.finish()
     return 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 import uuid
 
 from specterm.cli.common import add_engine_args, engine_config_from_args, session_header
@@ -65,7 +64,6 @@ def handle(args: argparse.Namespace) -> int:
 
     request_id = uuid.uuid4().hex[:8]
     sink(UserMessage(t=clock(), request_id=request_id, text=prompt))
-    started = time.perf_counter()
     try:
         engine.generate(prompt, params, sink, request_id=request_id)
     finally:
@@ -74,7 +72,7 @@ def handle(args: argparse.Namespace) -> int:
             recorder.close()  # writes session_ended itself
     if args.json:
         printer(SessionEnded(t=clock()))
-    printer.finish(time.perf_counter() - started)
+    printer.finish()
     if engine.capabilities.sampling_verification_broken and args.temperature > 0 and not args.json:
         printer.err.print("specterm: warning: temperature > 0 on the vLLM CPU build — speculative "
                           "sampling verification is known broken here; treat these verdicts as suspect",
@@ -111,7 +109,6 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
         if recorder is not None:
             recorder.write(event)
 
-    started = time.perf_counter()
     try:
         result = AgentRunner(agent, engine, temperature=args.temperature, clock=clock).run(prompt, sink)
     finally:
@@ -120,7 +117,7 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
             recorder.close()
     if args.json:
         printer(SessionEnded(t=clock()))
-    printer.finish(time.perf_counter() - started)
+    printer.finish()
     if not args.json and result.answer is not None:
         printer.console.print("answer: " + inert(result.answer), markup=False, highlight=False)
     return 0 if result.ok else 1

@@ -82,6 +82,11 @@ def default_model_paths() -> tuple[Path, Path]:
 
 
 def ensure_default_models(log=print) -> tuple[Path, Path]:
+    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT, vllm_build
+    from specterm.errors import EngineUnavailable
+
+    if vllm_build() is None:  # building the pair needs torch/transformers, which come with it
+        raise EngineUnavailable(f"the vLLM engine is not installed: {ENGINE_EXTRA_HINT}")
     from specterm.engine.tiny_models import build_tiny_pair
 
     target, draft = default_model_paths()
