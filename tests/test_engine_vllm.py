@@ -187,3 +187,19 @@ def test_slow_consumer_sees_the_same_exact_steps(spec_engine):
     spec_engine.generate(PROMPTS[0], GenerationParams(max_tokens=MAX_TOKENS), sink)
     strip = lambda s: (s.drafted, s.accepted, [t.model_dump() for t in s.tokens])  # noqa: E731
     assert [strip(s) for s in slow] == [strip(s) for s in fast]
+
+
+def test_a_failing_sink_leaves_the_engine_clean(spec_engine):
+    class Boom(Exception):
+        pass
+
+    def sink(event):
+        if isinstance(event, SpecStep) and event.index == 1:
+            raise Boom
+
+    with pytest.raises(Boom):
+        spec_engine.generate(PROMPTS[3], GenerationParams(max_tokens=200), sink)
+    # The aborted request is gone: the next request is exact and reconciles on its own counts.
+    finished, steps, events = _run(spec_engine, PROMPTS[4])
+    assert finished.output_tokens == MAX_TOKENS == sum(len(s.tokens) for s in steps)
+    assert [e for e in events if isinstance(e, EngineCounters)][0].matched

@@ -215,7 +215,31 @@ class VllmSpecEngine(SpecEngine):
         start = time.perf_counter()
         internal_id = engine.add_request(rid, prompt, self._sampling_params(params))
         assembler = StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink)
-        text, finish_reason, detailed, cancelled, ttft = [], None, None, False, None
+        text: list[str] = []
+        try:
+            finish_reason, detailed, cancelled, ttft = self._drive(
+                rid, internal_id, cancel, assembler, text, start)
+        except BaseException:
+            # A failing sink or Ctrl-C mid-request: never leave the request in the engine, or the
+            # next generate() would step it along with its own.
+            engine.abort_request([rid])
+            if self._scheduler is not None:
+                self._scheduler.take_records()
+            raise
+        wall_s = time.perf_counter() - start
+        if self.config.speculative and not cancelled:
+            self._reconcile(rid, assembler, before, detailed, sink)
+        finished = RequestFinished(
+            t=clock(), request_id=rid, finish_reason=finish_reason, text="".join(text),
+            output_tokens=assembler.stats.tokens, ttft_s=ttft, wall_s=wall_s, cancelled=cancelled,
+        )
+        sink(finished)
+        return finished
+
+    def _drive(self, rid, internal_id, cancel, assembler, text, start):
+        """Step the engine until the request ends; returns (finish_reason, detailed, cancelled, ttft)."""
+        engine = self._engine
+        finish_reason, detailed, cancelled, ttft = None, None, False, None
         while engine.has_unfinished_requests():
             if cancel is not None and cancel.is_set():
                 engine.abort_request([rid])
@@ -237,15 +261,7 @@ class VllmSpecEngine(SpecEngine):
                 if comp.finish_reason is not None:
                     finish_reason = comp.finish_reason
                     detailed = getattr(comp, "spec_decode_metrics", None)
-        wall_s = time.perf_counter() - start
-        if self.config.speculative and not cancelled:
-            self._reconcile(rid, assembler, before, detailed, sink)
-        finished = RequestFinished(
-            t=clock(), request_id=rid, finish_reason=finish_reason, text="".join(text),
-            output_tokens=assembler.stats.tokens, ttft_s=ttft, wall_s=wall_s, cancelled=cancelled,
-        )
-        sink(finished)
-        return finished
+        return finish_reason, detailed, cancelled, ttft
 
     def _reconcile(self, rid, assembler, before, detailed, sink) -> None:
         after = spec_counters(self._engine.get_metrics())
