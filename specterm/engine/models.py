@@ -74,9 +74,17 @@ def tiny_pair_dir() -> Path:
     return cache_dir() / "models" / "tiny"
 
 
+def embedded_pair_dir() -> Path:
+    """The trained pair shipped with the repo (``specterm models train`` reproduces it)."""
+    return Path(__file__).resolve().parents[2] / "models" / "embedded"
+
+
 def default_model_paths() -> tuple[Path, Path]:
-    """Target and draft used when none is configured: the tiny trained pair, built on demand
-    (about a minute, once) until the embedded pair ships with the repo."""
+    """Target and draft used when none is configured: the embedded pair shipped in
+    ``models/embedded`` when present, else the tiny test pair (built on demand, about a minute, once)."""
+    root = embedded_pair_dir()
+    if (root / "target" / "config.json").is_file() and (root / "draft" / "config.json").is_file():
+        return root / "target", root / "draft"
     root = tiny_pair_dir()
     return root / "target", root / "draft"
 
@@ -87,9 +95,11 @@ def ensure_default_models(log=print) -> tuple[Path, Path]:
 
     if vllm_build() is None:  # building the pair needs torch/transformers, which come with it
         raise EngineUnavailable(f"the vLLM engine is not installed: {ENGINE_EXTRA_HINT}")
+    target, draft = default_model_paths()
+    if target.parent == embedded_pair_dir():  # shipped, nothing to build
+        return target, draft
     from specterm.engine.tiny_models import build_tiny_pair
 
-    target, draft = default_model_paths()
     if not (target / "config.json").exists() or not (draft / "config.json").exists():
         log(f"specterm: building the default tiny model pair in {target.parent} (once, ~1 min)")
     return build_tiny_pair(tiny_pair_dir())

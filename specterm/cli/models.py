@@ -1,0 +1,95 @@
+"""``specterm models``: the built-in model pair.
+
+* ``specterm models info`` — which pair a run uses by default, and what is installed (the embedded
+  pair shipped in ``models/embedded`` with its ``train.json``, and the tiny test pair).
+* ``specterm models train [--out DIR] [--quick]`` — reproduce the embedded pair from scratch: corpus
+  from the agents' real tools and data, byte-level BPE tokenizer, target and draft (about 20 min on
+  2 cores; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
+  same final losses to 1e-4 on the same machine and torch build (about 1e-2 across CPUs/builds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("models", help="show or retrain the built-in model pair",
+                                   description="Show or retrain the built-in draft/target pair.")
+    sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    info = sub.add_parser("info", help="which pair is the default and what is installed")
+    info.add_argument("--json", action="store_true", help="print as JSON")
+    info.set_defaults(func=info_handler)
+    train = sub.add_parser("train", help="reproduce the embedded pair (≈20 min on 2 cores)")
+    train.add_argument("--out", type=Path, help="output directory (default ./embedded-pair; the shipped pair is never overwritten)")
+    train.add_argument("--quick", action="store_true", help="tiny budget: a smoke run of the pipeline (seconds)")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(func=train_handler)
+
+
+def _dir_size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0
+
+
+def gather() -> dict:
+    from specterm.engine.models import default_model_paths, embedded_pair_dir, tiny_pair_dir
+
+    target, draft = default_model_paths()
+    out: dict = {"default": {"target": str(target), "draft": str(draft)}}
+    for name, root in (("embedded", embedded_pair_dir()), ("tiny", tiny_pair_dir())):
+        entry: dict = {"path": str(root), "installed": (root / "target" / "config.json").is_file(),
+                       "size_bytes": _dir_size(root)}
+        stamp = root / ("train.json" if name == "embedded" else "build.json")
+        if stamp.is_file():
+            info = json.loads(stamp.read_text())
+            entry["train"] = {k: info[k] for k in ("target", "draft", "eval", "final_loss") if k in info}
+        out[name] = entry
+    return out
+
+
+def info_handler(args: argparse.Namespace) -> int:
+    report = gather()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"default target: {report['default']['target']}")
+    print(f"default draft:  {report['default']['draft']}")
+    for name in ("embedded", "tiny"):
+        e = report[name]
+        state = f"installed, {e['size_bytes'] / 1e6:.1f} MB" if e["installed"] else "not installed"
+        print(f"{name} pair: {e['path']} ({state})")
+        t = e.get("train", {})
+        for role in ("target", "draft"):
+            if isinstance(t.get(role), dict):
+                r = t[role]
+                print(f"  {role}: {r['params'] / 1e6:.2f}M params, final loss {r['final_loss']:.4f}, "
+                      f"trained {r['train_s']:.0f}s")
+        if "eval" in t:
+            ev = t["eval"]
+            print(f"  greedy agreement on held-out calls {ev['greedy_agreement']:.3f} (target accuracy "
+                  f"{ev['target_token_accuracy']:.3f}, draft {ev['draft_token_accuracy']:.3f})")
+    return 0
+
+
+def train_handler(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT
+    from specterm.errors import EngineUnavailable
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        raise EngineUnavailable(f"training needs torch and transformers: {ENGINE_EXTRA_HINT}") from None
+    from specterm.models_train.train import QUICK, Settings, train_pair
+
+    settings = replace(QUICK if args.quick else Settings(), seed=args.seed)
+    out = args.out or Path("embedded-pair")
+    report = train_pair(out, settings, log=lambda m: print(m, flush=True))
+    print(f"wrote {out}/target, {out}/draft, {out}/train.json: target loss {report['target']['final_loss']:.4f}, "
+          f"draft loss {report['draft']['final_loss']:.4f}, agreement {report['eval']['greedy_agreement']:.3f}")
+    return 0

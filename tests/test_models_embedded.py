@@ -1,0 +1,113 @@
+"""The embedded pair (``models/embedded``): reproducible training, and the committed weights on the
+real vLLM engine — loads, speculative ≡ target-only on agent requests (greedy, fp32), high
+acceptance on tool-call tokens, and a multi-step SQL question answered correctly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specterm.engine.models import embedded_pair_dir
+
+ROOT = embedded_pair_dir()
+HAS_PAIR = (ROOT / "target" / "config.json").is_file()
+# (agent, question): a 4-step SQL flow, a 2-step SQL flow, and a calculator.
+QUESTIONS = [
+    ("sql_analyst", "What is the total revenue from captured payments?"),
+    ("sql_analyst", "How many customers are from Germany?"),
+    ("ops_assistant", "How many replicas do we need for 1000 rps peak at 150 rps per replica?"),
+]
+
+
+def test_quick_training_is_reproducible(tmp_path):
+    pytest.importorskip("torch")
+    from specterm.models_train.train import QUICK, train_pair
+
+    a = train_pair(tmp_path / "a", QUICK, log=lambda m: None)
+    b = train_pair(tmp_path / "b", QUICK, log=lambda m: None)
+    for role in ("target", "draft"):
+        assert abs(a[role]["final_loss"] - b[role]["final_loss"]) < 1e-4
+    assert a["eval"] == b["eval"]
+    assert (tmp_path / "a" / "target" / "model.safetensors").is_file()
+    assert json.loads((tmp_path / "a" / "train.json").read_text())["settings"]["seed"] == 0
+
+
+def test_corpus_calls_are_compact_json_and_multistep():
+    from specterm.models_train.corpus import generate
+
+    ts = generate(seed=1, n_sql=30, n_ops=10)
+    assert max(len(t.calls) for t in ts) >= 4  # list_tables → describe_table → query_sql → answer
+    for t in ts:
+        for s, e in t.calls:
+            call = t.text[s:e]
+            assert json.dumps(json.loads(call), separators=(",", ":"), ensure_ascii=False) == call
+
+
+@pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
+def test_embedded_pair_is_the_default_and_small():
+    from specterm.engine.models import default_model_paths
+
+    assert default_model_paths() == (ROOT / "target", ROOT / "draft")
+    size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
+    assert size < 30e6
+    report = json.loads((ROOT / "train.json").read_text())
+    assert report["target"]["params"] > 3 * report["draft"]["params"]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """AgentRunner results and events per question, speculative (k=4) and target-only, fp32."""
+    from specterm.agent import AgentRunner, load_agent
+    from specterm.engine import EngineConfig, load_engine
+
+    out = {}
+    for method in ("draft_model", None):
+        config = EngineConfig(target=str(ROOT / "target"), draft=str(ROOT / "draft"), method=method,
+                              num_speculative_tokens=4, dtype="float32")
+        with load_engine(config) as engine:
+            for agent_name, q in QUESTIONS:
+                events: list = []
+                result = AgentRunner(load_agent(agent_name), engine).run(q, events.append)
+                out[method, q] = (result, events)
+    return out
+
+
+@pytest.mark.engine
+@pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
+def test_speculative_calls_equal_target_only(runs):
+    for _, q in QUESTIONS:
+        spec, base = runs["draft_model", q][0], runs[None, q][0]
+        assert [c.raw for c in spec.calls] == [c.raw for c in base.calls], q
+        assert spec.answer == base.answer, q
+
+
+@pytest.mark.engine
+@pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
+def test_tool_call_acceptance_is_high(runs):
+    from specterm.events import AgentStepStarted, SpecStep
+    from specterm.stats import SpecStats
+
+    stats = SpecStats()
+    for _, q in QUESTIONS:
+        kind = None
+        for e in runs["draft_model", q][1]:
+            if isinstance(e, AgentStepStarted):
+                kind = e.kind
+            elif isinstance(e, SpecStep) and kind == "tool_call":
+                stats.add_step(e)
+    assert stats.acceptance_rate is not None and stats.acceptance_rate > 0.5
+
+
+@pytest.mark.engine
+@pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
+def test_multistep_sql_question_is_answered(runs):
+    result, _ = runs["draft_model", QUESTIONS[0][1]]
+    assert [c.tool for c in result.calls][-1] == "query_sql" and len(result.calls) >= 2
+    assert result.answer is not None
+    from specterm.agent.tools import ToolBox
+    from specterm.agent import load_agent
+
+    gold = ToolBox(load_agent("sql_analyst")).db().query(
+        "SELECT round(sum(amount), 2) FROM payments WHERE status = 'captured'")[0].split("\n")[1]
+    assert gold in result.answer
