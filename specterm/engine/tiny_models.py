@@ -28,27 +28,11 @@ Runbook: if the queue backs up, drain the workers, check the database, then rest
 The quick brown fox jumps over the lazy dog. 0123456789 + - * / = < > ( ) [ ] { } , . ; : ' " ?
 """
 
-SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
-
-
 def build_tokenizer(out_dir: Path, vocab_size: int = 512) -> None:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    """The embedded pair's byte-level BPE recipe (``models_train.train``), on the built-in corpus."""
+    from specterm.models_train.train import build_tokenizer as train_tokenizer
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(CORPUS.splitlines() * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
-    )
-    fast.save_pretrained(str(out_dir))
+    train_tokenizer(CORPUS.splitlines() * 4, vocab_size).save_pretrained(str(out_dir))
 
 
 def _config(vocab_size: int, layers: int, hidden: int, name: str):
