@@ -277,14 +277,26 @@ def _structured_outputs(report: Report, version_of: VersionOf) -> None:
         report.warnings.append("structured outputs unavailable: xgrammar is not installed, so tool calls are not grammar-constrained")
 
 
+def _sampling_fix_registered() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value.startswith("specterm.engine.vllm_patches") for ep in entry_points(group="vllm.general_plugins"))
+
+
 def _known_issues(report: Report, version_of: VersionOf) -> None:
     engine = report.facts["engine"]
     if engine["build"] == "cpu":
-        report.known_issues.append(
-            "temperature > 0 on the vLLM CPU build: speculative sampling verification is broken "
-            "(confirmed with a trained pair: draft = target accepts < 5 %, then token id 0; "
-            "`specterm doctor --deep` re-checks); use temperature 0 (greedy)"
-        )
+        if _sampling_fix_registered():
+            report.known_issues.append(
+                "temperature > 0 on the vLLM CPU build: vLLM's rejection sampler reads garbage temperatures "
+                "(vLLM issue 55005); specterm replaces the faulty function in every vLLM process (its "
+                "vllm.general_plugins entry point); `specterm doctor --deep` re-checks"
+            )
+        else:
+            report.warnings.append(
+                "temperature > 0 on the vLLM CPU build is wrong (vLLM issue 55005) and specterm's fix is not "
+                "registered as a vLLM plugin (reinstall specterm: pip install -e .); use temperature 0"
+            )
         for dist in ("torchvision", "torchaudio", "torchcodec"):
             version = version_of(dist)
             if version and "+cpu" not in version:

@@ -8,6 +8,10 @@
     a correct backend accepts only with probability p(argmax) at T > 0 — hence sampled drafts here.)
 (b) **Lossless greedy** — at temperature 0 the speculative output (token ids) must equal the
     target-only output, for the identical draft and for the configured real draft.
+(c) **Same distribution** — at each temperature > 0, the first tokens sampled with the configured
+    real draft are distributed as target-only samples (``bench.distribution``: chi-square, 2,000
+    seeded samples a side). Check (a) never rejects a draft, so only (c) exercises the rejected-draft
+    path (the recovered token's distribution).
 
 A *violation* names the check, the configuration and the evidence; any violation means exit 1.
 The verdict logic (``judge``) works on plain numbers so it is tested without an engine.
@@ -18,11 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from specterm.bench.distribution import compare
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine
 from specterm.events import SpecStep
 from specterm.stats import SpecStats
 
 MIN_ACCEPTANCE = 0.98
+DISTRIBUTION_SAMPLES = 2000
+DISTRIBUTION_POSITIONS = 3
+DISTRIBUTION_PROMPT = "The customer"
 SANITY_PROMPTS = (
     '{"tool": "query_sql", "arguments": {"sql": "SELECT',
     "Runbook: if the payments queue backs up,",
@@ -43,6 +51,8 @@ class SanityRun:
     outputs: list[list[int]] = field(default_factory=list)
     reference: list[list[int]] | None = None
     """Target-only token ids for the same prompts (temperature 0 only)."""
+    distribution: Any = None
+    """``bench.distribution.DistributionCheck`` (check ``distribution`` only)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,10 @@ def judge(runs: Sequence[SanityRun], minimum: float = MIN_ACCEPTANCE) -> list[Vi
     """Every violation over all runs (empty: the backend passed)."""
     out = []
     for run in runs:
+        if run.distribution is not None and not run.distribution.ok:
+            out.append(Violation("same distribution", run.config,
+                                 "speculative samples are not distributed as target-only samples: "
+                                 + run.distribution.describe()))
         if run.check == "identical_draft":
             out.append(judge_acceptance(run, minimum))
         out.append(judge_outputs(run))
@@ -131,6 +145,7 @@ def _ids(engine: SpecEngine, prompt: str, params: GenerationParams, stats: SpecS
 
 def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0), seed: int = 1234,
                k: int = 4, prompts: Sequence[str] = SANITY_PROMPTS, max_tokens: int = 32,
+               samples: int = DISTRIBUTION_SAMPLES,
                loader: Callable[[EngineConfig], SpecEngine] | None = None,
                progress: Callable[[str], None] | None = None) -> list[SanityRun]:
     """Run the checks for ``base.target`` (and ``base.draft`` when it is a different model)."""
@@ -143,8 +158,15 @@ def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0)
     target = base.target
     say("target-only reference")
     plain = {k: v for k, v in base.extra_engine_args.items() if k != "speculative_config"}
+    real_draft = bool(base.draft and base.draft != target)
+    sampled = [t for t in temperatures if t > 0] if real_draft and samples > 0 else []
+    target_samples = {}
     with loader(base.model_copy(update={"method": None, "extra_engine_args": plain})) as engine:
         reference = [_ids(engine, p, greedy, None) for p in prompts]
+        for temp in sampled:
+            say(f"target-only samples T={temp:g}")
+            target_samples[temp] = engine.sample_token_ids(DISTRIBUTION_PROMPT, n=samples, temperature=temp,
+                                                           max_tokens=DISTRIBUTION_POSITIONS, seed0=10_000_000)
     runs: list[SanityRun] = []
     say("identical draft")
     with loader(identical_draft_config(target, k, base)) as engine:
@@ -156,7 +178,7 @@ def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0)
             run.outputs = [_ids(engine, p, params, run.stats) for p in prompts]
             runs.append(run)
             say(f"identical draft T={temp:g} done")
-    if base.draft and base.draft != target:
+    if real_draft:
         say("real draft, greedy")
         cfg = base.model_copy(update={"method": "draft_model", "num_speculative_tokens": k})
         with loader(cfg) as engine:
@@ -164,6 +186,15 @@ def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0)
                             reference=reference)
             run.outputs = [_ids(engine, p, greedy, run.stats) for p in prompts]
             runs.append(run)
+            for temp in sampled:
+                say(f"real draft, samples T={temp:g}")
+                spec = engine.sample_token_ids(DISTRIBUTION_PROMPT, n=samples, temperature=temp,
+                                               max_tokens=DISTRIBUTION_POSITIONS, seed0=0)
+                run = SanityRun("distribution", _describe("draft_model", k, base.draft, temp, None, "greedy")
+                                + f", {samples} samples", temp)
+                run.distribution = compare(spec, target_samples[temp], temperature=temp,
+                                           positions=DISTRIBUTION_POSITIONS)
+                runs.append(run)
     return runs
 
 
@@ -186,5 +217,6 @@ def doctor_check(temperatures: Sequence[float] = (0.0, 1.0)) -> dict[str, Any]:
         "violations": [str(v) for v in judge(runs)],
         "runs": [{"check": r.check, "config": r.config, "acceptance_rate": r.stats.acceptance_rate,
                   "per_position": r.stats.per_position,
-                  "lossless": None if r.reference is None else r.outputs == r.reference} for r in runs],
+                  "lossless": None if r.reference is None else r.outputs == r.reference,
+                  "distribution": None if r.distribution is None else r.distribution.describe()} for r in runs],
     }

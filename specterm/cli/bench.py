@@ -133,9 +133,6 @@ def bench(args: argparse.Namespace, base, console) -> int:
         out["workloads"][name] = to_json(results, {"prompts": workloads[name]})
         if args.plot:
             write_svg(args.plot if len(workloads) == 1 else _suffixed(args.plot, name), results, title=title)
-    if args.temperature > 0:
-        console.print("[yellow]warning:[/] temperature > 0: on the vLLM CPU build speculative sampling "
-                      "verification is broken (see specterm bench --sanity); these numbers are not meaningful")
     if args.json:
         out["records"] = [_record(r) for r in runner.records]
         write_json(args.json, out)
@@ -184,6 +181,10 @@ def sanity(base, temps: list[float], console, *, json_path: str | None = None) -
         pos = " ".join(f"{p:.2f}" for p in run.stats.per_position)
         same = "" if run.reference is None else ("  output = target-only" if run.outputs == run.reference
                                                   else "  output ≠ target-only")
+        if run.distribution is not None:
+            mark = "same distribution as target-only" if run.distribution.ok else "DIFFERENT distribution"
+            console.print(Text.assemble((f"{run.config}: ", "bold"), f"{mark} — {run.distribution.describe()}"))
+            continue
         console.print(Text.assemble((f"{run.config}: ", "bold"),
                                     f"acceptance {'–' if rate is None else f'{rate:.1%}'} (per position {pos}){same}"))
     for v in violations:
@@ -194,5 +195,7 @@ def sanity(base, temps: list[float], console, *, json_path: str | None = None) -
         write_json(json_path, {"ok": not violations, "violations": [str(v) for v in violations],
                                "runs": [{"check": r.check, "config": r.config, "temperature": r.temperature,
                                          **r.stats.as_dict(), "lossless": None if r.reference is None
-                                         else r.outputs == r.reference} for r in runs]})
+                                         else r.outputs == r.reference,
+                                         "distribution": None if r.distribution is None
+                                         else r.distribution.describe()} for r in runs]})
     return 1 if violations else 0

@@ -74,8 +74,8 @@ def handle(args: argparse.Namespace) -> int:
         printer(SessionEnded(t=clock()))
     printer.finish()
     if engine.capabilities.sampling_verification_broken and args.temperature > 0 and not args.json:
-        printer.err.print("specterm: warning: temperature > 0 on the vLLM CPU build — speculative "
-                          "sampling verification is known broken here; treat these verdicts as suspect",
+        printer.err.print("specterm: warning: temperature > 0 on the vLLM CPU build — specterm's "
+                          "sampling fix is not installed here (vLLM issue 55005); treat these verdicts as suspect",
                           markup=False)
     return 0
 

