@@ -92,7 +92,7 @@ def _cli(*argv, env_extra=None):
 @pytest.mark.engine
 def test_run_json_parses_line_by_line_as_events(tiny_pair, tmp_path):
     record = tmp_path / "rec.jsonl"
-    proc = _cli("run", "--json", "--target", tiny_pair[0], "--draft", tiny_pair[1],
+    proc = _cli("run", "--json", "--raw", "--target", tiny_pair[0], "--draft", tiny_pair[1],
                 "--max-tokens", "24", "--record", str(record), "The customer alice placed")
     assert proc.returncode == 0, proc.stderr[-2000:]
     events = [parse_event(line) for line in proc.stdout.splitlines()]

@@ -344,3 +344,29 @@ def test_hint_shown_until_first_event():
             return before, len(app.query("#transcript-hint"))
 
     assert run(main()) == (1, 0)
+
+
+def test_plain_chat_keeps_the_conversation_and_a_too_long_prompt_is_an_error_entry():
+    from specterm.engine.chat import PromptTooLong
+
+    class Refusing(FakeEngine):
+        def generate(self, prompt, params, sink, **kw):
+            if prompt.messages[-1].content == "long":
+                raise PromptTooLong("the prompt is 5000 tokens, but the model's context is 1024 tokens")
+            return super().generate(prompt, params, sink, **kw)
+
+    engine = Refusing()
+
+    async def main():
+        app = live_app(engine)
+        async with app.run_test() as pilot:
+            for text in ("one", "long", "two"):
+                await pilot.press(*text, "enter")
+                await until(pilot, lambda: app._cancel is None)
+                await pilot.pause()
+            model = app.query_one(Transcript).model
+            return [e.kind for e in model.entries], [m.role for m in engine.requests[-1].messages]
+
+    kinds, roles = run(main())
+    assert "error" in kinds  # shown in the transcript; the app took the next prompt
+    assert roles == ["user", "assistant", "user"]  # "one" and its answer, then "two"

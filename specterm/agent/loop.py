@@ -7,7 +7,7 @@ One user request runs as numbered *agent steps* (``AgentStepStarted``/``AgentSte
    control characters other than tab and newline (``UserRequest``).
 2. ``retrieve``: the agent's top-k passages for the request (``Retrieval``), if ``top_k > 0``.
 3. A generation step (``tool_call``; ``answer`` on the last allowed step): the prompt
-   (``prompt.render_prompt``) is generated under the call shape (``prompt.call_schema``: one branch
+   (``prompt.build_chat``, rendered by the model's chat template) is generated under the call shape (``prompt.call_schema``: one branch
    per tool plus the final answer) through ``GenerationParams(json_schema=...)``, parsed, and either
    ends the request with an answer or emits ``ToolCall``.
 4. ``tool``: the tool runs (``ToolBox.call``: never raises, times out) and emits ``ToolResult``;
@@ -31,9 +31,11 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError, field_validator
 
 from specterm.agent.definition import AgentDef
-from specterm.agent.prompt import Call, call_schema, parse_call, render_prompt
+from specterm.agent.prompt import Call, build_chat, call_schema, parse_call
 from specterm.agent.tools import ToolBox, ToolOutcome
 from specterm.engine.base import GenerationParams, SessionClock, Sink, SpecEngine
+from specterm.engine.chat import ChatPrompt
+from specterm.errors import ConfigError
 from specterm.events import (
     AgentStepFinished,
     AgentStepStarted,
@@ -102,39 +104,31 @@ class AgentRunner:
         self.agent, self.engine, self.temperature = agent, engine, temperature
         self.clock = clock or getattr(engine, "clock", None) or SessionClock()
         self.tools = toolbox or ToolBox(agent)
-        self._tokenizer: Any = None
 
     # -- prompt fitting ---------------------------------------------------------------------------
 
-    def _count_tokens(self, text: str) -> int | None:
-        config = getattr(self.engine, "config", None)
-        if config is None:
-            return None
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
+    def _count_tokens(self, chat: ChatPrompt) -> int | None:
+        """Tokens of ``chat`` as the engine will render it (its chat template), if it can say."""
+        renderer = getattr(self.engine, "renderer", None)
+        return len(renderer.ids(chat)) if renderer is not None else None
 
-            try:
-                self._tokenizer = AutoTokenizer.from_pretrained(config.target)
-            except Exception:  # noqa: BLE001 - no local tokenizer: vLLM will check the length
-                self._tokenizer = False
-        return len(self._tokenizer(text)["input_ids"]) if self._tokenizer else None
-
-    def fit_prompt(self, history: list[tuple[str, str]], passages: list[Passage]) -> tuple[str | None, str]:
-        """The longest prompt that leaves ``max_tokens`` of context: drop passages (last first),
+    def fit_prompt(self, history: list[tuple[str, str]], passages: list[Passage]) -> tuple[ChatPrompt | None, str]:
+        """The longest conversation that leaves ``max_tokens`` of context: drop passages (last first),
         then the oldest call/result pairs, then halve the newest result. Returns (prompt, "") or
-        (None, reason). Deterministic, so speculative and target-only runs see the same prompts."""
-        config = getattr(self.engine, "config", None)
-        limit = config.max_model_len - self.agent.max_tokens if config is not None else None
+        (None, reason). Deterministic, so speculative and target-only runs see the same prompts.
+        Raises ``ChatTemplateError`` when the model's template refuses the conversation."""
+        context = getattr(self.engine, "max_model_len", None)
+        limit = context - self.agent.max_tokens if context is not None else None
         if limit is not None and limit <= 0:
             return None, (f"max_tokens {self.agent.max_tokens} leaves no room for a prompt in the "
-                          f"model's context ({config.max_model_len} tokens)")
+                          f"model's context ({context} tokens)")
         user, turns = history[:1], history[1:]
         passages = list(passages)
         while True:
-            prompt = render_prompt(self.agent, user + turns, passages)
-            n = self._count_tokens(prompt) if limit is not None else None
+            chat = build_chat(self.agent, user + turns, passages)
+            n = self._count_tokens(chat) if limit is not None else None
             if n is None or n <= limit:
-                return prompt, ""
+                return chat, ""
             if passages:
                 passages.pop()
             elif len(turns) > 2:
@@ -143,7 +137,8 @@ class AgentRunner:
                 role, body = turns[-1]
                 turns = turns[:-1] + [(role, body[: len(body) // 2] + " …(cut)")]
             else:
-                return None, f"the request does not fit the model's context ({n} prompt tokens > {limit})"
+                return None, (f"the request does not fit the model's context ({n} prompt tokens > {limit}; "
+                              f"context {context} minus max_tokens {self.agent.max_tokens})")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -195,7 +190,10 @@ class AgentRunner:
             answer_only = gen == agent.max_steps - 1
             kind = "answer" if answer_only else "tool_call"
             t0 = start(kind)
-            prompt, why = self.fit_prompt(history, passages)
+            try:
+                prompt, why = self.fit_prompt(history, passages)
+            except ConfigError as err:  # the model's chat template refused: nothing was generated
+                prompt, why = None, str(err)
             if prompt is None:
                 finish(kind, t0, ok=False)
                 fail(why)

@@ -1,7 +1,10 @@
-"""The agent's prompt format and its constrained output shape — the one place both are defined.
+"""The agent's conversation, its trained text format, and its constrained output shape.
 
-A later session trains the embedded model on exactly this format, so it is plain, deterministic
-text (same inputs → same bytes) built only by ``render_prompt``::
+The agent loop sends a conversation (``build_chat``: system, user, assistant calls, tool results,
+``tools=``, ``documents=``) that the target's own chat template renders. The embedded pair was
+trained on the plain text below; its tokenizer ships ``chat_template.jinja`` (``AGENT_CHAT_TEMPLATE``),
+which renders a ``build_chat`` conversation to exactly the bytes of ``render_prompt`` (tested), so
+the embedded pair and hub models take one code path. Deterministic: same inputs → same bytes::
 
     <|system|>
     {agent.system}
@@ -34,6 +37,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+from specterm.engine.chat import ChatPrompt, Message, tool_spec
 from specterm.events import Passage
 
 if TYPE_CHECKING:
@@ -74,6 +78,24 @@ def render_prompt(agent: "AgentDef", history: Sequence[tuple[Role, str]], passag
         lines += [f"<|{role}|>", text]
     lines.append("<|call|>")
     return "\n".join(lines) + "\n"
+
+
+def build_chat(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages: Sequence[Passage]) -> ChatPrompt:
+    """The conversation for the next generation (what ``render_prompt`` writes as text): the
+    instruction is the system message's last line; calls are assistant turns, results tool turns."""
+    roles = {"user": "user", "call": "assistant", "result": "tool"}
+    messages = [Message(role="system", content=agent.system.strip() + "\n" + INSTRUCTION)]
+    messages += [Message(role=roles[role], content=text) for role, text in history]
+    return ChatPrompt(messages=messages,
+                      tools=[tool_spec(t.name, t.description, t.parameters) for t in agent.tools],
+                      documents=[{"title": p.doc, "text": p.text} for p in passages] or None)
+
+
+def agent_chat_template() -> str:
+    """The Jinja chat template of the agent format (shipped with the embedded and tiny pairs)."""
+    from pathlib import Path
+
+    return (Path(__file__).with_name("chat_template.jinja")).read_text(encoding="utf-8")
 
 
 def answer_branch(agent: "AgentDef") -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""``specterm chat``: the dashboard and chat console on a live engine (or ``--replay FILE``).
+"""``specterm chat``: the dashboard and agent console on a live engine (or ``--replay FILE``).
+
+It opens the default agent (``sql_analyst``; ``--agent NAME`` or ``$SPECTERM_AGENT`` picks
+another); ``--agent none`` is plain multi-turn chat through the target's chat template (``--raw``:
+each prompt as raw text). A model that cannot chat (the embedded pair speaks only the agent format)
+is refused in one line before anything starts.
 
 The engine is built on a worker thread after the UI is up, so the screen shows "starting engine…"
 instead of a frozen terminal; if it cannot start (e.g. the vLLM extra is missing) the app shows
@@ -8,6 +13,9 @@ instead of a frozen terminal; if it cannot start (e.g. the vLLM extra is missing
 from __future__ import annotations
 
 import argparse
+import os
+
+DEFAULT_AGENT = "sql_analyst"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_engine_args(p)
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--agent", metavar="NAME",
-                   help="chat with this agent (agents/NAME): retrieval, schema-constrained tool calls, answer")
+    p.add_argument("--agent", metavar="NAME", default=os.environ.get("SPECTERM_AGENT") or DEFAULT_AGENT,
+                   help=f"the agent (agents/NAME): retrieval, schema-constrained tool calls, answer "
+                        f"(default {DEFAULT_AGENT}); 'none' for plain chat with the model")
+    p.add_argument("--raw", action="store_true", help="plain chat only: send each prompt as raw text (no template)")
+    p.add_argument("--system", metavar="TEXT", help="plain chat only: a system message")
     p.add_argument("--replay", metavar="FILE", help="open a recorded session instead of a live engine")
     p.add_argument("--speed", type=float, default=1.0, help="replay speed (0 = as fast as possible)")
     p.add_argument("--theme", help="theme name (specterm-dark, specterm-light, specterm-high-contrast, or a user theme)")
@@ -42,7 +53,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.replay:
         return run_replay_app(args.replay, speed=args.speed, **ui)
 
-    from specterm.cli.common import engine_config_from_args, session_header
+    from specterm.cli.common import engine_config_from_args, preflight, session_header
+    from specterm.engine.chat import ChatPrompt
     from specterm.engine import GenerationParams, SessionClock
     from specterm.session.recorder import recorder_from_args
     from specterm.ui.app import engine_runner
@@ -53,18 +65,23 @@ def handle(args: argparse.Namespace) -> int:
         e = err.errors()[0]
         raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
     agent = None
-    if args.agent:
+    plain = args.agent.strip().lower() in ("none", "")
+    if not plain:
         from specterm.agent import load_agent
 
+        if args.raw or args.system:
+            raise ConfigError("--raw and --system are for plain chat (--agent none); an agent writes its own conversation")
         agent = load_agent(args.agent)  # a bad name or definition fails before anything starts
     config = engine_config_from_args(args)
+    if plain and not args.raw:
+        preflight(config, ChatPrompt.user("hello"))  # a model that cannot chat: one line, nothing starts
     clock = SessionClock()
     header = session_header(config, agent=agent.name if agent else None)
     recorder = recorder_from_args(args, header)
 
     def runner_factory(engine):
         if agent is None:
-            return engine_runner(engine, params, clock)
+            return engine_runner(engine, params, clock, raw=args.raw, system=args.system)
         from specterm.agent import AgentRunner
 
         runner = AgentRunner(agent, engine, temperature=args.temperature, clock=clock)
@@ -92,3 +109,4 @@ def handle(args: argparse.Namespace) -> int:
             recorder.close()
             print(f"specterm: session recorded to {recorder.path}")
     return 0
+

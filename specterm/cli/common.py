@@ -26,13 +26,15 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int)
     g.add_argument("--pipeline-parallel-size", type=int)
+    g.add_argument("--chat-template", metavar="FILE",
+                   help="a Jinja chat template to use instead of the target tokenizer's own")
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     """Defaults → preset → config file → env → flags. Builds the default tiny pair if needed."""
     flags = {name: getattr(args, name, None) for name in (
         "target", "draft", "method", "num_speculative_tokens", "dtype", "max_model_len",
-        "tensor_parallel_size", "pipeline_parallel_size")}
+        "tensor_parallel_size", "pipeline_parallel_size", "chat_template")}
     defaults = None
     if args.target is None and args.preset is None:
         from specterm.engine.models import default_model_paths
@@ -57,3 +59,26 @@ def session_header(config: EngineConfig, *, agent: str | None = None, extra: dic
         agent=agent,
         host=f"{socket.gethostname()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
     )
+
+
+def preflight(config: EngineConfig, prompt) -> None:
+    """Render and size ``prompt`` with the target's tokenizer before any engine loads, so a
+    template that refuses or a prompt longer than the context is one line in a second, not after
+    the engine start. Hub ids are checked by the engine itself when it renders."""
+    from specterm.engine.chat import PromptRenderer, check_fits
+    from specterm.engine.models import looks_like_hub_id
+    from specterm.engine.vllm_engine import default_max_model_len, validate_config, vllm_build
+
+    if vllm_build() is None:  # no engine extra: loading the engine says which extra to install
+        return
+    validate_config(config)
+    if looks_like_hub_id(config.target):
+        return
+    from transformers import AutoTokenizer
+
+    renderer = PromptRenderer(AutoTokenizer.from_pretrained(config.target), template_file=config.chat_template,
+                              model=f"the target model ({config.target})")
+    limit = config.max_model_len or default_max_model_len(config.target)
+    ids = renderer.ids(prompt)
+    if limit:
+        check_fits(len(ids), limit)

@@ -1,11 +1,15 @@
-"""``specterm run PROMPT``: one request, headless, each token styled by its verdict."""
+"""``specterm run PROMPT``: one request, headless, each token styled by its verdict.
+
+PROMPT is a user message rendered by the target's chat template (``--system`` adds a system
+message); ``--raw`` sends it as plain text to complete instead; ``--agent NAME`` sends it to an agent.
+"""
 
 from __future__ import annotations
 
 import argparse
 import uuid
 
-from specterm.cli.common import add_engine_args, engine_config_from_args, session_header
+from specterm.cli.common import add_engine_args, engine_config_from_args, preflight, session_header
 from specterm.errors import ConfigError
 
 
@@ -17,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--schema", metavar="FILE", help="constrain output to this JSON Schema")
+    p.add_argument("--raw", action="store_true",
+                   help="send PROMPT as raw text to complete (no chat template)")
+    p.add_argument("--system", metavar="TEXT", help="a system message before PROMPT (chat mode)")
     p.add_argument("--json", action="store_true", help="print one event per line (JSONL) instead")
     p.add_argument("--show-rejected", action="store_true", help="show rejected draft tokens, struck through")
     p.add_argument("--agent", metavar="NAME",
@@ -34,6 +41,7 @@ def handle(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from specterm.engine import GenerationParams, SessionClock, load_engine
+    from specterm.engine.chat import ChatPrompt, check_fits
     from specterm.engine.schema import load_schema_file
     from specterm.events import SessionEnded, UserMessage
     from specterm.headless import HeadlessPrinter
@@ -48,9 +56,18 @@ def handle(args: argparse.Namespace) -> int:
     except ValidationError as err:
         e = err.errors()[0]
         raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    if args.raw and args.system:
+        raise ConfigError("--system needs chat mode; drop --raw (raw text has no roles)")
     config = engine_config_from_args(args)
+    request = prompt if args.raw else ChatPrompt.user(prompt, system=args.system)
+    preflight(config, request)
     clock = SessionClock()
     engine = load_engine(config, clock=clock)
+    try:  # a template that refuses or a prompt too long: one line before anything is recorded
+        check_fits(len(engine.renderer.ids(request)), engine.max_model_len)
+    except ConfigError:
+        engine.close()
+        raise
     printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
     header = session_header(config)
     recorder = recorder_from_args(args, header)
@@ -65,7 +82,7 @@ def handle(args: argparse.Namespace) -> int:
     request_id = uuid.uuid4().hex[:8]
     sink(UserMessage(t=clock(), request_id=request_id, text=prompt))
     try:
-        engine.generate(prompt, params, sink, request_id=request_id)
+        engine.generate(request, params, sink, request_id=request_id)
     finally:
         engine.close()
         if recorder is not None:
@@ -91,6 +108,8 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
 
     if args.schema:
         raise ConfigError("--schema cannot be combined with --agent (the agent's tool schemas constrain output)")
+    if args.raw or args.system:
+        raise ConfigError("--raw and --system cannot be combined with --agent (the agent writes its own conversation)")
     agent = load_agent(args.agent)  # a bad name or definition fails before the engine starts
     problem = validate_request(prompt)
     if problem:

@@ -1,6 +1,7 @@
 """The engine interface every source of live tokens implements.
 
-A ``SpecEngine`` turns a prompt into a stream of events (``request_started``, one ``spec_step`` per
+A ``SpecEngine`` turns a prompt (a ``ChatPrompt`` rendered by the model's chat template, or raw
+text) into a stream of events (``request_started``, one ``spec_step`` per
 engine step, ``engine_counters``, ``request_finished``) delivered to a ``sink`` callable. The same
 interface runs target-only (``EngineConfig.method = None``) so every comparison uses one code path.
 
@@ -18,11 +19,13 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from specterm.engine.chat import Prompt, PromptRenderer
 from specterm.events import BaseEvent, RequestFinished
 
 Sink = Callable[[BaseEvent], None]
 Method = Literal["draft_model", "ngram", "eagle", "eagle3", "suffix"]
 NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
+DEFAULT_MAX_MODEL_LEN = 4096
 
 
 class EngineConfig(BaseModel):
@@ -36,7 +39,11 @@ class EngineConfig(BaseModel):
     """``None`` runs target-only (speculation off)."""
     num_speculative_tokens: int = Field(4, ge=1, le=16)
     dtype: str = "float32"
-    max_model_len: int = Field(1024, ge=16)
+    max_model_len: int | None = Field(None, ge=16)
+    """Context length; ``None``: the model's own (``max_position_embeddings``), capped at
+    ``DEFAULT_MAX_MODEL_LEN`` so the CPU build's KV cache holds one full sequence."""
+    chat_template: str | None = None
+    """A Jinja chat-template file that replaces the target tokenizer's own."""
     seed: int = 0
     tensor_parallel_size: int = Field(1, ge=1)
     pipeline_parallel_size: int = Field(1, ge=1)
@@ -105,18 +112,23 @@ class SessionClock:
 class SpecEngine(ABC):
     config: EngineConfig
     capabilities: Capabilities
+    renderer: PromptRenderer
+    """Renders and tokenizes prompts exactly as ``generate`` will (the agent sizes prompts with it)."""
+    max_model_len: int
+    """The context length the engine really runs with."""
 
     @abstractmethod
     def generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         params: GenerationParams,
         sink: Sink,
         *,
         request_id: str | None = None,
         cancel: threading.Event | None = None,
     ) -> RequestFinished:
-        """Run one request to completion (or cancellation), emitting its events to ``sink``."""
+        """Run one request to completion (or cancellation), emitting its events to ``sink``.
+        Raises ``ChatTemplateError`` / ``PromptTooLong`` (one line) before anything is emitted."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the engine's resources."""

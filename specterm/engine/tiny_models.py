@@ -132,6 +132,10 @@ def build_tiny_pair(
              "draft": [draft_layers, draft_hidden, draft_steps], "version": 3}
     stamp_file = root / "build.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()).get("settings") == stamp:
+        from specterm.models_train.train import install_chat_template
+
+        for d in (target_dir, draft_dir):  # a pair cached before the template existed
+            install_chat_template(d)
         return target_dir, draft_dir
 
     import torch  # only when building: the common path is the stamp check above

@@ -22,6 +22,7 @@ from importlib import metadata
 from typing import Any
 
 from specterm.engine.base import (
+    DEFAULT_MAX_MODEL_LEN,
     NEEDS_DRAFT_MODEL,
     Capabilities,
     EngineConfig,
@@ -30,7 +31,8 @@ from specterm.engine.base import (
     Sink,
     SpecEngine,
 )
-from specterm.engine.models import check_model_dir, check_same_tokenizer
+from specterm.engine.chat import Prompt, PromptRenderer, check_fits
+from specterm.engine.models import check_model_dir, check_same_tokenizer, looks_like_hub_id
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
@@ -99,13 +101,31 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0] if lines else ''}"
 
 
+def default_max_model_len(target: str) -> int | None:
+    """The model's own context (``config.json``), capped at ``DEFAULT_MAX_MODEL_LEN``; ``None`` for a
+    hub id (vLLM reads its config)."""
+    import json
+    from pathlib import Path
+
+    if looks_like_hub_id(target):
+        return None
+    try:
+        cfg = json.loads((Path(target).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    cfg = cfg.get("text_config", cfg)
+    own = next((cfg[k] for k in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+                if isinstance(cfg.get(k), int)), None)
+    return min(own, DEFAULT_MAX_MODEL_LEN) if own else None
+
+
 def _engine_args(config: EngineConfig):
     from vllm import EngineArgs
 
     kwargs: dict[str, Any] = dict(
         model=config.target,
         dtype=config.dtype,
-        max_model_len=config.max_model_len,
+        max_model_len=config.max_model_len or default_max_model_len(config.target),
         seed=config.seed,
         tensor_parallel_size=config.tensor_parallel_size,
         pipeline_parallel_size=config.pipeline_parallel_size,
@@ -129,6 +149,16 @@ def _engine_args(config: EngineConfig):
         kwargs["per_request_spec_decode_metrics"] = "detailed"  # refused without speculation
     kwargs.update(config.extra_engine_args)
     return EngineArgs(**kwargs)
+
+
+def validate_config(c: EngineConfig) -> None:
+    """One line for a missing or non-model path, or a draft with another tokenizer, before loading."""
+    check_model_dir(c.target, "target")
+    if c.method in NEEDS_DRAFT_MODEL:
+        if not c.draft:
+            raise ConfigError(f"method {c.method} needs a draft model (--draft PATH)")
+        check_model_dir(c.draft, "draft")
+        check_same_tokenizer(c.target, c.draft)
 
 
 class VllmSpecEngine(SpecEngine):
@@ -162,6 +192,11 @@ class VllmSpecEngine(SpecEngine):
         from transformers import AutoTokenizer
 
         self._hf_tokenizer = AutoTokenizer.from_pretrained(config.target)
+        self.renderer = PromptRenderer(self._hf_tokenizer, template_file=config.chat_template,
+                                       model=f"the target model ({config.target})")
+        model_config = getattr(self._engine, "model_config", None)
+        self.max_model_len = int(getattr(model_config, "max_model_len", None) or config.max_model_len
+                                 or DEFAULT_MAX_MODEL_LEN)
         self._lock = threading.Lock()
         self.capabilities = Capabilities(
             speculative=config.speculative,
@@ -174,17 +209,11 @@ class VllmSpecEngine(SpecEngine):
         )
 
     def _validate(self) -> None:
-        c = self.config
-        check_model_dir(c.target, "target")
-        if c.method in NEEDS_DRAFT_MODEL:
-            if not c.draft:
-                raise ConfigError(f"method {c.method} needs a draft model (--draft PATH)")
-            check_model_dir(c.draft, "draft")
-            check_same_tokenizer(c.target, c.draft)
+        validate_config(self.config)
 
     def generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         params: GenerationParams,
         sink: Sink,
         *,
@@ -209,8 +238,10 @@ class VllmSpecEngine(SpecEngine):
 
     def _generate(self, prompt, params, sink, rid, cancel) -> RequestFinished:
         engine, clock = self._engine, self.clock
+        # Rendered and checked before anything is emitted: a bad prompt is one line, nothing half-sent.
+        prompt_ids = self.renderer.ids(prompt)
+        check_fits(len(prompt_ids), self.max_model_len)
         before = spec_counters(engine.get_metrics()) if self.config.speculative else None
-        prompt_ids = self._hf_tokenizer(prompt)["input_ids"]
         sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids),
                             params=params.model_dump(exclude={"json_schema"}) | {"json_schema": params.json_schema is not None}))
         if params.temperature > 0 and self.capabilities.sampling_verification_broken:
@@ -218,7 +249,10 @@ class VllmSpecEngine(SpecEngine):
                        message="temperature > 0 on the vLLM CPU build without specterm's sampling fix "
                                "(vLLM issue 55005): verdicts and output may be wrong"))
         start = time.perf_counter()
-        internal_id = engine.add_request(rid, prompt, self._sampling_params(params))
+        from vllm.inputs import TokensPrompt
+
+        internal_id = engine.add_request(rid, TokensPrompt(prompt_token_ids=prompt_ids),
+                                         self._sampling_params(params))
         assembler = StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink)
         text: list[str] = []
         try:

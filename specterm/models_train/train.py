@@ -16,6 +16,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from specterm.agent.prompt import agent_chat_template
+
 SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
 
 
@@ -52,8 +54,21 @@ def build_tokenizer(texts: list[str], vocab_size: int):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", pad_token="<pad>")
+    out = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                  unk_token="<unk>", pad_token="<pad>")
+    out.chat_template = agent_chat_template()  # saved as chat_template.jinja next to the tokenizer
+    return out
+
+
+def install_chat_template(model_dir: Path) -> bool:
+    """Write (or refresh) the agent format's chat template into a model directory built by this
+    package; True when the file changed. Lets a cached pair pick up the template without retraining."""
+    path = Path(model_dir) / "chat_template.jinja"
+    text = agent_chat_template()
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
 
 
 def encode(tokenizer, transcripts) -> list[tuple[list[int], list[int]]]:

@@ -45,18 +45,42 @@ drawn together, instead of the UI redrawing per engine step and taking the GIL f
 """Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
 
 
-def engine_runner(engine: Any, params: Any = None, clock: Callable[[], float] | None = None) -> Runner:
-    """A runner that sends the prompt straight to ``engine`` (no agent)."""
+def engine_runner(engine: Any, params: Any = None, clock: Callable[[], float] | None = None, *,
+                  raw: bool = False, system: str | None = None) -> Runner:
+    """A runner that sends the prompt straight to ``engine`` (no agent): a multi-turn conversation
+    through the model's chat template (oldest turns dropped when it outgrows the context), or each
+    prompt as raw text with ``raw``."""
     from specterm.engine.base import GenerationParams, SessionClock
+    from specterm.engine.chat import ChatPrompt, Message, PromptTooLong, check_fits
 
     params = params or GenerationParams()
     clock = clock or SessionClock()
     counter = itertools.count()
+    history: list[Message] = []
+
+    def conversation(text: str) -> ChatPrompt:
+        head = [Message(role="system", content=system)] if system else []
+        renderer = getattr(engine, "renderer", None)
+        while True:
+            chat = ChatPrompt(messages=head + history + [Message(role="user", content=text)])
+            if renderer is None:  # an engine that cannot size prompts (the UI tests' scripted one)
+                return chat
+            try:
+                check_fits(len(renderer.ids(chat)) + params.max_tokens, engine.max_model_len + 1)
+                return chat
+            except PromptTooLong:
+                if not history:
+                    return chat  # generate() says how long it is
+                del history[:2]
 
     def run(text: str, sink: Sink, cancel: threading.Event) -> Any:
         rid = f"chat-{next(counter)}"
+        prompt = text if raw else conversation(text)
         sink(UserMessage(t=clock(), request_id=rid, text=text))
-        return engine.generate(text, params, sink, request_id=rid, cancel=cancel)
+        done = engine.generate(prompt, params, sink, request_id=rid, cancel=cancel)
+        if not raw and not done.cancelled:
+            history.extend([Message(role="user", content=text), Message(role="assistant", content=done.text)])
+        return done
 
     return run
 

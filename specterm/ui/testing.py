@@ -136,11 +136,14 @@ class FakeEngine(SpecEngine):
         self.script = script if script is not None else [e for e in demo_events() if getattr(e, "request_id", None) == "r3"]
         self.block = block
         self.prompts: list[str] = []
+        """The user's text of each request."""
+        self.requests: list[Any] = []
         self.started = threading.Event()
         self.closed = False
 
-    def generate(self, prompt: str, params: GenerationParams, sink: Any, *, request_id: str | None = None, cancel: threading.Event | None = None) -> RequestFinished:
-        self.prompts.append(prompt)
+    def generate(self, prompt: Any, params: GenerationParams, sink: Any, *, request_id: str | None = None, cancel: threading.Event | None = None) -> RequestFinished:
+        self.requests.append(prompt)  # a ChatPrompt (or raw text)
+        self.prompts.append(prompt if isinstance(prompt, str) else prompt.messages[-1].content)
         rid = request_id or "fake"
         finished = RequestFinished(request_id=rid)
         for i, event in enumerate(self.script):
