@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine
+from specterm.engine.chat import Prompt
 from specterm.events import RequestFinished, SpecStep
 from specterm.stats import SpecStats
 
@@ -132,7 +133,7 @@ class BenchRunner:
     """Runs the blocks. ``loader`` builds an engine (``specterm.engine.load_engine`` by default);
     tests may pass another."""
 
-    def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[str]], specs: Sequence[ConfigSpec], *,
+    def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[Prompt]], specs: Sequence[ConfigSpec], *,
                  repeats: int = 3, params: GenerationParams | None = None, loader: Loader | None = None,
                  time_draft: bool = True, warmup: bool = True, agent: str = "sql_analyst") -> None:
         if repeats < 1:
@@ -202,7 +203,7 @@ class BenchRunner:
         finally:
             other.close()
 
-    def _one(self, engine: SpecEngine, prompt: str, config: str, block: str, rnd: int, i: int,
+    def _one(self, engine: SpecEngine, prompt: Prompt, config: str, block: str, rnd: int, i: int,
              workload: str) -> RequestRecord:
         events: list[Any] = []
         if workload == "agent":

@@ -1,27 +1,32 @@
-"""Benchmark workloads: named prompt sets, or one prompt per line from a file.
+"""Benchmark workloads: named request sets, or one request per line from a file.
 
-A *workload* is an ordered list of prompts; every configuration runs the same list. The built-in
-sets follow the shapes the default tiny pair was trained on (``specterm.engine.tiny_models``), so
-acceptance there is realistic rather than zero:
+A *workload* is an ordered list of requests; every configuration runs the same list. Requests are
+conversations (``ChatPrompt``) rendered by the target's chat template, like every other prompt:
 
-* ``toolcalls`` — prompts that open an agent tool call (``{"tool": ...``): schema boilerplate the
-  draft knows, entity values (SQL, queries) it sometimes misses;
-* ``prose`` — free text (runbook steps, order descriptions);
-* ``code`` — SQL statements.
+* ``toolcalls`` — an agent's first turn (system prompt, its tools, a user question): the model's
+  tool call, schema boilerplate plus entity values (SQL, queries);
+* ``prose`` — user requests for free text (explanations, runbook steps);
+* ``code`` — user requests for SQL and Python.
 
 ``agent`` runs whole agent turns (``specterm.agent.AgentRunner``: tool calls, tool results,
 retrieval, answer) for short user requests to one agent (``--agent``, default ``sql_analyst``); a
 turn makes several engine requests, and its decode figures sum over them (``runner``). Tool time is
 identical in both configurations and is not part of the decode rate.
+
+``--raw`` sends raw text prefixes instead (``RAW``: text to complete, in the shapes the embedded
+pair was trained on). A target whose template only answers agent requests (the embedded pair) gets
+the raw prefixes for ``prose`` and ``code``, with a note saying so (``resolve``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Sequence
 
+from specterm.engine.chat import ChatPrompt, ChatTemplateError, Prompt, PromptRenderer
 from specterm.errors import ConfigError
 
-BUILTIN: dict[str, tuple[str, ...]] = {
+RAW: dict[str, tuple[str, ...]] = {
     "toolcalls": (
         '{"tool": "query_sql", "arguments": {"sql": "SELECT',
         '{"tool": "search_docs", "arguments": {"query": "',
@@ -47,13 +52,49 @@ BUILTIN: dict[str, tuple[str, ...]] = {
         "SELECT",
     ),
 }
+CHAT: dict[str, tuple[str, ...]] = {
+    "prose": (
+        "In two sentences, what should an on-call engineer do when the payments queue backs up?",
+        "Describe a typical customer order in one short paragraph.",
+        "Explain speculative decoding to a new engineer in three sentences.",
+        "Write a short runbook step for restarting the auth service.",
+        "Why does a small draft model make a large model faster? Answer briefly.",
+        "Summarise what a refund is in one sentence.",
+    ),
+    "code": (
+        "Write a SQL query that lists the name and total of every order over 100.",
+        "Write a SQL query that counts the payments per status.",
+        "Write a Python function is_prime(n) that returns True when n is prime.",
+        "Write a Python function that reverses the words of a sentence.",
+        "Write a SQL query that returns the 5 most expensive products.",
+        "Write a Python function that parses an ISO date string into a datetime.",
+    ),
+}
+TOOLCALL_REQUESTS: dict[str, tuple[str, ...]] = {
+    "sql_analyst": (
+        "How many customers are there?",
+        "What is the most expensive product?",
+        "Which country has the most customers?",
+        "What is the total amount of all payments?",
+        "How many orders have status shipped?",
+        "List the customers from Germany.",
+    ),
+    "ops_assistant": (
+        "What should I do when the payments queue backs up?",
+        "How do I rotate a TLS certificate?",
+        "How does a database failover work?",
+        "When are deploys allowed?",
+        "What counts as a severity 1 incident?",
+        "How much error budget do we have?",
+    ),
+}
 AGENT_REQUESTS = (
     "How many orders are there?",
     "Which customer has the highest total order amount?",
     "What is the total amount of refunds?",
 )
 AGENT_UNAVAILABLE = "agent workload: not available (specterm.agent or its extra is not installed)"
-WORKLOADS = (*BUILTIN, "agent")
+WORKLOADS = (*RAW, "agent")
 
 
 def agent_loop_available() -> bool:
@@ -66,14 +107,68 @@ def agent_loop_available() -> bool:
 
 
 def builtin_prompts(name: str) -> list[str]:
+    """The raw text prefixes of a workload (``--raw``), or the agent workload's user requests."""
     if name == "agent":
         if not agent_loop_available():
             raise ConfigError(AGENT_UNAVAILABLE)
         return list(AGENT_REQUESTS)
     try:
-        return list(BUILTIN[name])
+        return list(RAW[name])
     except KeyError:
         raise ConfigError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}") from None
+
+
+def chat_requests(name: str, agent: str = "sql_analyst") -> list[Prompt]:
+    """A built-in workload as conversations (``toolcalls``: the agent's first turn, with its tools)."""
+    if name == "agent":
+        return builtin_prompts(name)
+    if name == "toolcalls":
+        if not agent_loop_available():
+            raise ConfigError(AGENT_UNAVAILABLE.replace("agent workload", "toolcalls workload"))
+        from specterm.agent import load_agent
+        from specterm.agent.prompt import build_chat
+
+        agent_def = load_agent(agent)
+        questions = TOOLCALL_REQUESTS.get(agent_def.name, AGENT_REQUESTS)
+        return [build_chat(agent_def, [("user", q)], []) for q in questions]
+    if name not in CHAT:
+        builtin_prompts(name)  # raises the one-line "unknown workload"
+    return [ChatPrompt.user(text) for text in CHAT[name]]
+
+
+def resolve(names: Sequence[str], *, renderer: PromptRenderer | None, agent: str = "sql_analyst",
+            raw: bool = False, notes: Callable[[str], None] = lambda _m: None) -> dict[str, list[Prompt]]:
+    """The requests of each named workload for this target.
+
+    ``raw``: text prefixes. Otherwise conversations; with a ``renderer`` (the target's) each workload
+    is rendered once here, so a template that refuses it is known before any engine loads: a model
+    without a template is an error that says ``--raw``; a template that only answers agent requests
+    gets the raw prefixes of that workload and a note."""
+    out: dict[str, list[Prompt]] = {}
+    for name in names:
+        if raw and name != "agent":
+            out[name] = builtin_prompts(name)
+            continue
+        requests = chat_requests(name, agent)
+        if renderer is not None and name != "agent":
+            if not renderer.can_chat:
+                renderer.text(requests[0])  # raises: no chat template, use --raw or --chat-template
+            try:
+                for r in requests:
+                    renderer.text(r)
+            except ChatTemplateError:
+                notes(f"workload {name}: the target's chat template refuses plain requests (it only answers "
+                      "agent requests); running its raw text prefixes instead, as --raw")
+                requests = builtin_prompts(name)
+        out[name] = requests
+    return out
+
+
+def describe(prompt: Prompt) -> str:
+    """A request as one line of text for reports: the raw text, or the last user message."""
+    if isinstance(prompt, str):
+        return prompt
+    return next((m.content for m in reversed(prompt.messages) if m.role == "user"), "")
 
 
 def prompts_from_file(path: str | Path) -> list[str]:

@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default="toolcalls",
                    help="comma list of prompt sets: toolcalls, prose, code, agent (whole agent turns)")
     p.add_argument("--agent", default="sql_analyst", help="agent for --workload agent (default sql_analyst)")
-    p.add_argument("--prompts", metavar="FILE", help="one prompt per line (replaces --workload)")
+    p.add_argument("--prompts", metavar="FILE",
+                   help="one user request per line (replaces --workload; with --raw, text to complete)")
+    p.add_argument("--raw", action="store_true",
+                   help="send raw text prefixes to complete instead of conversations (no chat template)")
     p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
     p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default 3)")
@@ -77,12 +80,25 @@ def _params(args: argparse.Namespace):
         raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
 
 
-def _workloads(args: argparse.Namespace) -> dict[str, list[str]]:
-    from specterm.bench.workloads import builtin_prompts, prompts_from_file
+def _workloads(args: argparse.Namespace, base, console) -> dict[str, list]:
+    """Requests per workload, rendered once with the target's template before any engine loads."""
+    from specterm.bench.workloads import prompts_from_file, resolve
+    from specterm.cli.common import target_renderer
+    from specterm.engine.chat import ChatPrompt
 
+    renderer = target_renderer(base.model_copy(update={"method": None}))  # bench picks the methods
     if args.prompts:
-        return {"file": prompts_from_file(args.prompts)}
-    return {name: builtin_prompts(name) for name in _list(args.workload, (), str, "--workload")}
+        lines = prompts_from_file(args.prompts)
+        if args.raw:
+            return {"file": lines}
+        requests = [ChatPrompt.user(line) for line in lines]
+        if renderer is not None:
+            for r in requests:
+                renderer.text(r)  # no template / a template that refuses: one line, says --raw
+        return {"file": requests}
+    names = _list(args.workload, (), str, "--workload")
+    return resolve(names, renderer=renderer, agent=args.agent, raw=args.raw,
+                   notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False))
 
 
 def _specs(args: argparse.Namespace, base) -> list:
@@ -107,13 +123,15 @@ def bench(args: argparse.Namespace, base, console) -> int:
     from specterm.bench.report import acceptance_table, results_table, speedup_plot, to_json, write_json, write_svg
     from specterm.bench.results import aggregate
     from specterm.bench.runner import BenchRunner
+    from specterm.bench.workloads import describe
 
-    workloads, params = _workloads(args), _params(args)
-    specs = _specs(args, base)
-    if "agent" in workloads:
+    params, specs = _params(args), _specs(args, base)
+    names = _list(args.workload, (), str, "--workload")
+    if not args.prompts and {"agent", "toolcalls"} & set(names):
         from specterm.agent import load_agent
 
         load_agent(args.agent)  # a bad name is one line now, not after the engines load
+    workloads = _workloads(args, base, console)
     runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
@@ -130,7 +148,7 @@ def bench(args: argparse.Namespace, base, console) -> int:
         console.print(results_table(results, title=title))
         console.print(acceptance_table(results))
         console.print(speedup_plot(results))
-        out["workloads"][name] = to_json(results, {"prompts": workloads[name]})
+        out["workloads"][name] = to_json(results, {"prompts": [describe(p) for p in workloads[name]]})
         if args.plot:
             write_svg(args.plot if len(workloads) == 1 else _suffixed(args.plot, name), results, title=title)
     if args.json:
@@ -163,7 +181,7 @@ def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:
         "host": f"{platform.node()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
         "vllm": f"{metadata.version(dist)} ({build})" if dist else None,
         "engine": base.model_dump(), "repeats": args.repeats, "max_tokens": args.max_tokens,
-        "temperature": args.temperature, "workloads": list(workloads),
+        "temperature": args.temperature, "workloads": list(workloads), "raw": args.raw,
     }
 
 

@@ -61,23 +61,34 @@ def session_header(config: EngineConfig, *, agent: str | None = None, extra: dic
     )
 
 
+def target_renderer(config: EngineConfig):
+    """The target's ``PromptRenderer`` without loading an engine; ``None`` for a hub id (the
+    engine renders those itself) or without the engine extra (loading it says which to install)."""
+    from specterm.engine.chat import PromptRenderer
+    from specterm.engine.models import looks_like_hub_id
+    from specterm.engine.vllm_engine import validate_config, vllm_build
+
+    if vllm_build() is None:
+        return None
+    validate_config(config)
+    if looks_like_hub_id(config.target):
+        return None
+    from transformers import AutoTokenizer
+
+    return PromptRenderer(AutoTokenizer.from_pretrained(config.target), template_file=config.chat_template,
+                          model=f"the target model ({config.target})")
+
+
 def preflight(config: EngineConfig, prompt) -> None:
     """Render and size ``prompt`` with the target's tokenizer before any engine loads, so a
     template that refuses or a prompt longer than the context is one line in a second, not after
     the engine start. Hub ids are checked by the engine itself when it renders."""
-    from specterm.engine.chat import PromptRenderer, check_fits
-    from specterm.engine.models import looks_like_hub_id
-    from specterm.engine.vllm_engine import default_max_model_len, validate_config, vllm_build
+    from specterm.engine.chat import check_fits
+    from specterm.engine.vllm_engine import default_max_model_len
 
-    if vllm_build() is None:  # no engine extra: loading the engine says which extra to install
+    renderer = target_renderer(config)
+    if renderer is None:
         return
-    validate_config(config)
-    if looks_like_hub_id(config.target):
-        return
-    from transformers import AutoTokenizer
-
-    renderer = PromptRenderer(AutoTokenizer.from_pretrained(config.target), template_file=config.chat_template,
-                              model=f"the target model ({config.target})")
     limit = config.max_model_len or default_max_model_len(config.target)
     ids = renderer.ids(prompt)
     if limit:
