@@ -163,3 +163,18 @@ def test_the_agent_package_never_imports_textual():
             "print(bad); sys.exit(bool(bad))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hub_models_get_the_name_key_and_the_agent_format_keeps_tool():
+    from specterm.agent.prompt import agent_chat_template, build_chat, call_key_for
+
+    agent = load_agent("sql_analyst")
+    assert call_key_for(agent_chat_template()) == "tool" and call_key_for(None) == "tool"
+    chatml = "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}{% if tools %}<tool_call>{% endif %}"
+    assert call_key_for(chatml) == "name"
+    call = parse_call(agent, '{"name":"query_sql","arguments":{"sql":"SELECT 1"}}', key="name")
+    assert call.tool == "query_sql" and call.arguments == {"sql": "SELECT 1"}
+    with pytest.raises(ValueError):
+        parse_call(agent, '{"tool":"query_sql","arguments":{"sql":"SELECT 1"}}', key="name")
+    system = build_chat(agent, [("user", "hi")], [], key="name").messages[0].content
+    assert system.endswith('Reply with one JSON object: {"name": NAME, "arguments": {...}} or {"answer": TEXT}.')

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError, field_validator
 
 from specterm.agent.definition import AgentDef
-from specterm.agent.prompt import Call, build_chat, call_schema, parse_call
+from specterm.agent.prompt import Call, build_chat, call_key_for, call_schema, parse_call
 from specterm.agent.tools import ToolBox, ToolOutcome
 from specterm.engine.base import GenerationParams, SessionClock, Sink, SpecEngine
 from specterm.engine.chat import ChatPrompt
@@ -104,6 +104,8 @@ class AgentRunner:
         self.agent, self.engine, self.temperature = agent, engine, temperature
         self.clock = clock or getattr(engine, "clock", None) or SessionClock()
         self.tools = toolbox or ToolBox(agent)
+        renderer = getattr(engine, "renderer", None)
+        self.call_key = call_key_for(renderer.template if renderer is not None else None)
 
     # -- prompt fitting ---------------------------------------------------------------------------
 
@@ -125,7 +127,7 @@ class AgentRunner:
         user, turns = history[:1], history[1:]
         passages = list(passages)
         while True:
-            chat = build_chat(self.agent, user + turns, passages)
+            chat = build_chat(self.agent, user + turns, passages, key=self.call_key)
             n = self._count_tokens(chat) if limit is not None else None
             if n is None or n <= limit:
                 return chat, ""
@@ -200,7 +202,7 @@ class AgentRunner:
                 result.error = why
                 return result
             params = GenerationParams(max_tokens=agent.max_tokens, temperature=self.temperature,
-                                      json_schema=call_schema(agent, answer_only=answer_only))
+                                      json_schema=call_schema(agent, answer_only=answer_only, key=self.call_key))
             try:
                 done = self.engine.generate(prompt, params, sink, request_id=f"{rid}-{step}", cancel=cancel)
             except Exception as err:  # noqa: BLE001 - an engine failure ends this request, not the app
@@ -214,7 +216,7 @@ class AgentRunner:
                 finish(kind, t0, ok=False, **stats)
                 break
             try:
-                call = parse_call(agent, done.text, answer_only=answer_only)
+                call = parse_call(agent, done.text, answer_only=answer_only, key=self.call_key)
             except ValueError as err:
                 finish(kind, t0, ok=False, **stats)
                 reason = f"step {step}: invalid output ({done.finish_reason}): {err}"

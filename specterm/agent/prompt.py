@@ -29,6 +29,13 @@ The *call shape* (``call_schema``) is a JSON Schema ``anyOf`` with one branch pe
 ``{"tool": {"const": NAME}, "arguments": <the tool's parameters schema>}`` — plus the final-answer
 branch ``{"answer": string}``; with ``answer_only=True`` (the last allowed step) only the answer
 branch remains, so every request ends with an answer.
+
+The *call key* is ``"tool"`` in the agent format above (the embedded and tiny pairs were trained on
+it; their template writes ``<|call|>``). Every other model gets ``"name"`` — ``{"name": NAME,
+"arguments": {...}}``, the OpenAI/Hermes function-call object that hub instruct models are tuned to
+write (Qwen's template asks for exactly that object inside ``<tool_call>`` tags). Under the
+grammar, a key the model never learned is what breaks it: asked for ``"tool"``, Qwen2.5-Coder-1.5B
+answered ``"}"`` to its first question; with ``"name"`` it writes the query (``call_key_for``).
 """
 
 from __future__ import annotations
@@ -44,7 +51,20 @@ if TYPE_CHECKING:
     from specterm.agent.definition import AgentDef, ToolDef
 
 Role = Literal["user", "call", "result"]
-INSTRUCTION = 'Reply with one JSON object: {"tool": NAME, "arguments": {...}} or {"answer": TEXT}.'
+CallKey = Literal["tool", "name"]
+
+
+def instruction(key: CallKey = "tool") -> str:
+    return f'Reply with one JSON object: {{"{key}": NAME, "arguments": {{...}}}} or {{"answer": TEXT}}.'
+
+
+INSTRUCTION = instruction("tool")
+AGENT_FORMAT_MARK = "<|call|>"
+
+
+def call_key_for(template: str | None) -> CallKey:
+    """``"tool"`` for the agent format (or no template: raw agent text), ``"name"`` otherwise."""
+    return "tool" if template is None or AGENT_FORMAT_MARK in template else "name"
 
 
 def _arg_type(schema: dict[str, Any]) -> str:
@@ -80,11 +100,12 @@ def render_prompt(agent: "AgentDef", history: Sequence[tuple[Role, str]], passag
     return "\n".join(lines) + "\n"
 
 
-def build_chat(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages: Sequence[Passage]) -> ChatPrompt:
+def build_chat(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages: Sequence[Passage], *,
+               key: CallKey = "tool") -> ChatPrompt:
     """The conversation for the next generation (what ``render_prompt`` writes as text): the
     instruction is the system message's last line; calls are assistant turns, results tool turns."""
     roles = {"user": "user", "call": "assistant", "result": "tool"}
-    messages = [Message(role="system", content=agent.system.strip() + "\n" + INSTRUCTION)]
+    messages = [Message(role="system", content=agent.system.strip() + "\n" + instruction(key))]
     messages += [Message(role=roles[role], content=text) for role, text in history]
     return ChatPrompt(messages=messages,
                       tools=[tool_spec(t.name, t.description, t.parameters) for t in agent.tools],
@@ -104,11 +125,11 @@ def answer_branch(agent: "AgentDef") -> dict[str, Any]:
             "required": ["answer"], "additionalProperties": False}
 
 
-def call_schema(agent: "AgentDef", *, answer_only: bool = False) -> dict[str, Any]:
+def call_schema(agent: "AgentDef", *, answer_only: bool = False, key: CallKey = "tool") -> dict[str, Any]:
     """The JSON Schema every generation is constrained to (see the module doc)."""
     branches = [] if answer_only else [
-        {"type": "object", "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
-         "required": ["tool", "arguments"], "additionalProperties": False}
+        {"type": "object", "properties": {key: {"const": t.name}, "arguments": t.parameters},
+         "required": [key, "arguments"], "additionalProperties": False}
         for t in agent.tools
     ]
     branches.append(answer_branch(agent))
@@ -125,7 +146,7 @@ class Call:
     answer: str | None = None
 
 
-def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False) -> Call:
+def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False, key: CallKey = "tool") -> Call:
     """Parse and check one generation; raises ``ValueError`` with a one-line reason."""
     import jsonschema
 
@@ -134,9 +155,9 @@ def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False) -> Ca
     except json.JSONDecodeError as err:
         raise ValueError(f"not valid JSON ({err.msg} at char {err.pos})") from None
     try:
-        jsonschema.validate(data, call_schema(agent, answer_only=answer_only))
+        jsonschema.validate(data, call_schema(agent, answer_only=answer_only, key=key))
     except jsonschema.ValidationError as err:
         raise ValueError(f"not a valid tool call or answer: {err.message[:200]}") from None
     if "answer" in data:
         return Call(raw=text, answer=data["answer"])
-    return Call(raw=text, tool=data["tool"], arguments=data["arguments"])
+    return Call(raw=text, tool=data[key], arguments=data["arguments"])

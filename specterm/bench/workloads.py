@@ -118,7 +118,7 @@ def builtin_prompts(name: str) -> list[str]:
         raise ConfigError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}") from None
 
 
-def chat_requests(name: str, agent: str = "sql_analyst") -> list[Prompt]:
+def chat_requests(name: str, agent: str = "sql_analyst", key: str = "tool") -> list[Prompt]:
     """A built-in workload as conversations (``toolcalls``: the agent's first turn, with its tools)."""
     if name == "agent":
         return builtin_prompts(name)
@@ -130,7 +130,7 @@ def chat_requests(name: str, agent: str = "sql_analyst") -> list[Prompt]:
 
         agent_def = load_agent(agent)
         questions = TOOLCALL_REQUESTS.get(agent_def.name, AGENT_REQUESTS)
-        return [build_chat(agent_def, [("user", q)], []) for q in questions]
+        return [build_chat(agent_def, [("user", q)], [], key=key) for q in questions]  # type: ignore[arg-type]
     if name not in CHAT:
         builtin_prompts(name)  # raises the one-line "unknown workload"
     return [ChatPrompt.user(text) for text in CHAT[name]]
@@ -149,7 +149,7 @@ def resolve(names: Sequence[str], *, renderer: PromptRenderer | None, agent: str
         if raw and name != "agent":
             out[name] = builtin_prompts(name)
             continue
-        requests = chat_requests(name, agent)
+        requests = chat_requests(name, agent, _call_key(renderer) if name == "toolcalls" else "tool")
         if renderer is not None and name != "agent":
             if not renderer.can_chat:
                 renderer.text(requests[0])  # raises: no chat template, use --raw or --chat-template
@@ -162,6 +162,13 @@ def resolve(names: Sequence[str], *, renderer: PromptRenderer | None, agent: str
                 requests = builtin_prompts(name)
         out[name] = requests
     return out
+
+
+def _call_key(renderer: PromptRenderer | None) -> str:
+    """The agent's call key for this target (``agent.prompt.call_key_for``)."""
+    from specterm.agent.prompt import call_key_for
+
+    return call_key_for(renderer.template if renderer is not None else None)
 
 
 def describe(prompt: Prompt) -> str:
