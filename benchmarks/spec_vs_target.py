@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--k", default="2,4,6,8")
     ap.add_argument("--from", dest="source", help="render an existing JSON result instead of running")
+    ap.add_argument("--raw", action="store_true", help="raw text prefixes instead of conversations (bench --raw)")
     args = ap.parse_args()
     if args.source:
         print(markdown(reaggregate(json.loads(Path(args.source).read_text()))))
@@ -89,7 +90,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     argv = ["bench", "--workload", "toolcalls,prose", "--k", args.k, "--repeats", str(args.repeats),
             "--max-tokens", str(args.max_tokens), "--json", str(out / "spec_vs_target.json"),
-            "--plot", str(out / "spec_vs_target.svg")]
+            "--plot", str(out / "spec_vs_target.svg"), *(["--raw"] if args.raw else [])]
     from specterm.cli import main as specterm_main
 
     sys.argv = ["specterm", *argv]  # so the JSON's "command" is the exact command line

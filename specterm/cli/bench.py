@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("--workload", default="toolcalls",
                    help="comma list of prompt sets: toolcalls, prose, code, agent (whole agent turns)")
-    p.add_argument("--agent", default="sql_analyst", help="agent for --workload agent (default sql_analyst)")
+    p.add_argument("--agent", default="sql_analyst",
+                   help="agent for the toolcalls and agent workloads (default sql_analyst)")
     p.add_argument("--prompts", metavar="FILE",
                    help="one user request per line (replaces --workload; with --raw, text to complete)")
     p.add_argument("--raw", action="store_true",

@@ -1,4 +1,4 @@
-"""``specterm models``: the built-in model pair.
+"""``specterm models``: the built-in model pair, and real models in.
 
 * ``specterm models info`` — which pair a run uses by default, and what is installed (the embedded
   pair shipped in ``models/embedded`` with its ``train.json``, and the tiny test pair).
@@ -21,8 +21,9 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("models", help="show or retrain the built-in model pair",
-                                   description="Show or retrain the built-in draft/target pair.")
+    parser = subparsers.add_parser("models", help="the built-in pair; import GGUF models; fetch a real one",
+                                   description="Show or retrain the built-in draft/target pair, convert a "
+                                               "GGUF model for vLLM, or fetch a real small chat model.")
     sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     info = sub.add_parser("info", help="which pair is the default and what is installed")
     info.add_argument("--json", action="store_true", help="print as JSON")
