@@ -153,3 +153,27 @@ def test_chat_opens_the_default_agent(monkeypatch):
     assert args.agent == "sql_analyst"
     assert args.func(args) == 0
     assert captured["app"]._header_event.agent == "sql_analyst"
+    app = captured["app"]
+    assert app.intro.startswith("Agent sql_analyst: ") and "\nTry: How many customers are there?" in app.intro
+    assert app.placeholder == "Ask the agent…"
+
+
+def test_the_console_greets_a_newcomer_with_the_agent_and_a_question_at_80x24():
+    import asyncio
+
+    from textual.widgets import Static
+
+    from specterm.ui.app import make_app
+    from specterm.ui.testing import FakeEngine
+
+    async def main():
+        app = make_app(engine=FakeEngine(), gpu=False, theme_dirs=(), deterministic=True,
+                       intro="Agent sql_analyst: answers questions.\nTry: How many customers are there?")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            hint = app.query_one("#transcript-hint", Static)
+            text = str(hint.render())
+            assert "Try: How many customers are there?" in text and "legend below" in text
+            assert hint.region.height > 0 and app.query_one("#transcript").region.contains_region(hint.region)
+
+    asyncio.run(main())

@@ -92,6 +92,8 @@ class AgentDef(BaseModel):
 
     name: str
     description: str = ""
+    examples: list[str] = Field(default_factory=list, max_length=10)
+    """Questions it answers, shown to a newcomer in the chat console."""
     system: str = Field(min_length=1, max_length=4000)
     tools: list[ToolDef] = Field(min_length=1)
     max_steps: int = Field(4, ge=1, le=20)

@@ -98,6 +98,8 @@ def handle(args: argparse.Namespace) -> int:
         header=header,
         gpu=not args.no_gpu,
         tap=recorder.write if recorder is not None else None,
+        intro=_intro(agent, config, raw=args.raw),
+        placeholder="Ask the agent…" if agent else "Type a message…",
         **ui,
     )
     try:
@@ -110,3 +112,14 @@ def handle(args: argparse.Namespace) -> int:
             print(f"specterm: session recorded to {recorder.path}")
     return 0
 
+
+
+def _intro(agent, config, *, raw: bool) -> str:
+    """The first thing a newcomer reads: who answers, and a question to try."""
+    if agent is None:
+        how = "as raw text to complete" if raw else "through its chat template"
+        return f"Plain chat with {config.target}: each message goes {how}."
+    text = f"Agent {agent.name}: {agent.description or agent.system.splitlines()[0]}"
+    if agent.examples:
+        text += f"\nTry: {agent.examples[0]}"
+    return text

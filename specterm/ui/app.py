@@ -124,6 +124,8 @@ class SpecTermApp(ControlsMixin, App):
         deterministic: bool = False,
         export_dir: str | Path | None = None,
         tap: Sink | None = None,
+        intro: str = "",
+        placeholder: str = "Ask the agent…",
     ) -> None:
         super().__init__()
         self.state = ViewState(mode)
@@ -134,6 +136,7 @@ class SpecTermApp(ControlsMixin, App):
             self.animation_level = "none"
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         self.tap = tap
+        self.intro, self.placeholder = intro, placeholder
         self.engine = engine
         self._engine_factory = engine_factory
         self._runner_spec = runner
@@ -374,6 +377,8 @@ def make_app(
     deterministic: bool = False,
     export_dir: str | Path | None = None,
     tap: Sink | None = None,
+    intro: str = "",
+    placeholder: str = "Ask the agent…",
 ) -> SpecTermApp:
     """Build the app.
 
@@ -385,6 +390,8 @@ def make_app(
     Replay: ``replay`` is a session file path or a ``SessionData`` (``header``, ``events``,
     ``warnings``); it raises ``SessionFileError`` for an unreadable file before any UI starts.
     Tests pass ``gpu=False`` (or a fake NVML module), ``theme_dirs=()`` and ``deterministic=True``.
+    Live: ``intro`` opens the empty transcript (who answers, an example question) and ``placeholder``
+    is the prompt's; both are for a newcomer who does not know what to type.
     """
     common = dict(
         theme=theme,
@@ -419,6 +426,8 @@ def make_app(
         runner_factory=runner_factory,
         header=header,
         gpu=gpu,
+        intro=intro,
+        placeholder=placeholder,
         **common,
     )
 

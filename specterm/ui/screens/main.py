@@ -27,6 +27,8 @@ HINT = (
     "accepted drafts, the target's corrections, bonus tokens. F3 shows the rejected drafts, "
     "F2 hides the panels, Esc cancels a request, ctrl+p lists every command."
 )
+SHORT_HINT = "Tokens are styled by verdict (legend below). F3 rejected drafts · F2 panels · Esc cancel · ctrl+p commands."
+"""After an intro: the two together must fit the transcript of an 80×24 terminal."""
 
 
 class MainScreen(Screen):
@@ -43,12 +45,13 @@ class MainScreen(Screen):
         yield SessionHeader(state, id="header")
         with Horizontal(id="body"):
             with Vertical(id="main"):
-                yield Transcript(id="transcript", hint=HINT if state.mode == "live" else "")
+                hint = (f"{app.intro}\n\n{SHORT_HINT}" if app.intro else HINT) if state.mode == "live" else ""
+                yield Transcript(id="transcript", hint=hint)
                 yield Legend(id="legend")
                 if state.mode == "live":
                     yield PromptInput(
                         id="prompt",
-                        placeholder="Ask the agent… (Enter sends, ctrl+j new line, ↑ history)",
+                        placeholder=f"{app.placeholder} (Enter sends, ctrl+j new line, ↑ history)",
                         blink=not app.deterministic,
                     )
             with VerticalScroll(id="side"):
