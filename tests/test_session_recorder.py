@@ -219,3 +219,56 @@ def test_sigkill_mid_recording_loses_at_most_the_event_being_written(tmp_path):
     assert any("no session_ended event" in w for w in data.warnings)
     assert sum("truncated" in w for w in data.warnings) <= 1
     assert len(data.warnings) <= 2
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o027])
+def test_session_files_are_private_and_new_directories_too(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        path = tmp_path / "data" / "sessions" / "s.jsonl"
+        with Recorder(path, synthetic_header()):
+            pass
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o600 & ~umask
+    for d in (path.parent, path.parent.parent):
+        assert d.stat().st_mode & 0o777 == 0o700 & ~umask
+
+
+def test_an_existing_directory_keeps_its_mode(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    with Recorder(shared / "s.jsonl", synthetic_header()):
+        pass
+    assert shared.stat().st_mode & 0o777 == 0o755 and (shared / "s.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_file_is_fsynced_at_the_end_of_every_request(tmp_path, monkeypatch):
+    """A spy on ``os.fsync`` (the real call still runs) records which files were synced when."""
+    from specterm.events import RequestFinished
+
+    synced: list[int] = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(os.fstat(fd).st_ino)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    path = tmp_path / "s.jsonl"
+    rec = Recorder(path, synthetic_header())
+    inode = path.stat().st_ino
+    rec.write(UserMessage(t=0.1, request_id="r1", text="hi"))
+    rec.write(SpecStep(t=0.2, request_id="r1", index=0))
+    assert rec.syncs == 0  # not per event
+    for i in (1, 2):
+        rec.write(RequestFinished(t=0.3 * i, request_id=f"r{i}", text="done"))
+        done = threading.Event()
+        for _ in range(1000):  # the fsync runs on the recorder's thread: wait for it, no timing assert
+            if rec.syncs >= i:
+                break
+            done.wait(0.01)
+        assert rec.syncs == i
+    rec.close()
+    assert synced and set(synced) == {inode} and len(synced) == 3  # two requests + close

@@ -7,8 +7,17 @@ is an event *sink*: call it (or ``write``) with each event.
 Crash safety: each event is encoded to one complete ``line + "\\n"`` first and handed to the kernel
 in a single ``os.write`` on an unbuffered descriptor. There is no user-space buffer to lose, so a
 ``kill -9`` at any moment loses at most the event being written; the reader drops a partial last
-line with a warning. (Power loss is another matter: ``close`` fsyncs, individual writes do not,
-because an fsync per token step would cost more than the step.)
+line with a warning.
+
+Durability: after each event that ends a piece of work (``SYNC_AFTER``: an engine request, an
+agent step, an error) the file is fsynced, so a power cut loses at most the request in flight; not
+per token step, where an fsync would cost more than the step. The fsync runs on a small background
+thread on a duplicate descriptor: the recorder is fed from the UI's event loop too, which must never
+wait for a disk. ``close`` fsyncs once more.
+
+Privacy: prompts and tool results are user data, and specterm runs on shared machines. Session
+files are created 0600 and the directories specterm creates for them 0700 (the umask can only make
+them stricter); existing directories are left as they are.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from specterm.errors import SessionFileError
 from specterm.events import BaseEvent, SessionEnded, SessionStarted, dump_event
 
 DATA_DIR_ENV = "SPECTERM_DATA_DIR"
+SYNC_AFTER = frozenset({"request_finished", "engine_counters", "agent_step_finished", "error"})
+"""Event types after which the file is fsynced (the end of a request or of an agent step)."""
 
 
 def data_dir() -> Path:
@@ -101,12 +112,18 @@ class Recorder:
         self._closed = False
         self._last_t = header.t
         self._opened_at = time.monotonic()
+        self.syncs = 0
+        """fsyncs completed (the background ones; ``close`` adds its own)."""
+        self._sync_fd: int | None = None
+        self._sync_wanted = threading.Event()
+        self._syncer: threading.Thread | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _make_private_dirs(self.path.parent)
             # O_EXCL: never append to (or truncate) an existing recording. O_APPEND: each write
             # lands at the end even if something else also holds the file.
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-            self._fd: int | None = os.open(self.path, flags, 0o644)
+            self._fd: int | None = os.open(self.path, flags, 0o600)
+            self._sync_fd = os.dup(self._fd)
         except FileExistsError:
             raise SessionFileError(f"{self.path}: already exists; choose another --record path") from None
         except OSError as err:
@@ -123,7 +140,10 @@ class Recorder:
                 return False
             if event.type == "session_ended":  # type: ignore[attr-defined]
                 self._ended = True
-            return self._write_line(event)
+            ok = self._write_line(event)
+        if ok and event.type in SYNC_AFTER:  # type: ignore[attr-defined]
+            self._request_sync()
+        return ok
 
     __call__ = write
 
@@ -142,6 +162,37 @@ class Recorder:
         if event.t > self._last_t:
             self._last_t = event.t
         return True
+
+    def _request_sync(self) -> None:
+        self._sync_wanted.set()
+        if self._syncer is None:
+            self._syncer = threading.Thread(target=self._sync_loop, name="specterm-session-fsync", daemon=True)
+            self._syncer.start()
+
+    def _sync_loop(self) -> None:
+        while True:
+            self._sync_wanted.wait()
+            self._sync_wanted.clear()
+            fd = self._sync_fd
+            if fd is None or self._closed:
+                return
+            try:
+                os.fsync(fd)
+                self.syncs += 1
+            except OSError:
+                pass  # a file system that cannot fsync; the data is written
+
+    def _stop_syncer(self) -> None:
+        if self._syncer is not None:
+            self._sync_wanted.set()
+            self._syncer.join(timeout=30)
+            self._syncer = None
+        fd, self._sync_fd = self._sync_fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _fail(self, message: str) -> None:
         """Stop recording after an I/O failure; report the first failure once."""
@@ -168,6 +219,7 @@ class Recorder:
             if self._closed:
                 return
             self._closed = True
+            self._stop_syncer()
             if self._fd is None:  # a write failed earlier; nothing more to do
                 return
             if not self._ended:
@@ -223,3 +275,19 @@ def recorder_from_args(args: argparse.Namespace, header: SessionStarted) -> Reco
         return None
     path = getattr(args, "record", None)
     return Recorder(Path(path).expanduser() if path else default_session_path(), header)
+
+
+def _make_private_dirs(path: Path) -> None:
+    """Create ``path`` and any missing parents with mode 0700 (masked by the umask)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # created meanwhile (another recorder); keep its mode
