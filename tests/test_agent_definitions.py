@@ -154,17 +154,6 @@ def test_shipped_sql_script_is_what_the_generator_writes(tmp_path):
     assert module["generate"]() == (script.parent / "shop.sql").read_text(encoding="utf-8")
 
 
-def test_the_agent_package_never_imports_textual():
-    import subprocess
-    import sys
-
-    code = ("import sys, specterm.agent, specterm.agent.loop, specterm.agent.tools, specterm.agent.vectors, "
-            "specterm.agent.sqltool; bad = sorted(m for m in sys.modules if m.split('.')[0] == 'textual'); "
-            "print(bad); sys.exit(bool(bad))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 def test_hub_models_get_the_name_key_and_the_agent_format_keeps_tool():
     from specterm.agent.prompt import agent_chat_template, build_chat, call_key_for
 

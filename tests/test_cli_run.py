@@ -119,14 +119,3 @@ def test_temperature_above_zero_on_cpu_runs_without_warning(tiny_pair):
     assert "warning" not in proc.stderr
     assert "acceptance" in proc.stdout  # the summary line still prints
     assert "\x1b[" not in proc.stdout  # NO_COLOR: no colour escapes
-
-
-def test_core_packages_never_import_textual():
-    code = (
-        "import sys; import specterm.events, specterm.stats, specterm.render, specterm.headless, "
-        "specterm.engine, specterm.engine.verdicts, specterm.engine.models, specterm.config, "
-        "specterm.session, specterm.telemetry, specterm.cli.run;"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'textual'); print(bad); sys.exit(bool(bad))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr

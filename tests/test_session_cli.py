@@ -162,21 +162,6 @@ def test_speed_values(tmp_path, capsys, speed):
     assert "── step 0" in capsys.readouterr().out
 
 
-def test_core_packages_do_not_import_textual():
-    code = (
-        "import sys\n"
-        "import specterm.events, specterm.stats, specterm.render, specterm.headless\n"
-        "import specterm.session, specterm.session.reader, specterm.session.recorder\n"
-        "import specterm.session.replay, specterm.session.migrate, specterm.session.synthetic\n"
-        "import specterm.cli.replay\n"
-        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"
-        "print(bad)\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
-
-
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("flags", [["--headless"], ["--headless", "--json"], ["--summary"]])
 def test_a_full_disk_on_stdout_is_one_error_line(tmp_path, flags):

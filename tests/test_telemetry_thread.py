@@ -3,8 +3,6 @@ and the peak-bandwidth formula. Waits use events with generous timeouts; nothing
 
 from __future__ import annotations
 
-import ast
-import pathlib
 import threading
 
 import pynvml
@@ -130,13 +128,3 @@ def test_classify_non_nvml_failures():
     assert classify(ImportError("no module named pynvml"))[0] == "no_driver"
     state, message = classify(ValueError("bad\nthing"))
     assert state == "error" and message == "GPU telemetry failed: ValueError: bad thing"
-
-
-def test_telemetry_does_not_import_textual():
-    root = pathlib.Path(__file__).resolve().parents[1] / "specterm" / "telemetry"
-    for path in root.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            assert not any(n.split(".")[0] == "textual" for n in names), path
