@@ -20,14 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specterm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        module_name = f"specterm.cli.{name}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name == module_name:  # command not built yet
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(f"specterm.cli.{name}").register(sub)
     return parser
 
 

@@ -6,7 +6,8 @@ engine step, ``engine_counters``, ``request_finished``) delivered to a ``sink`` 
 interface runs target-only (``EngineConfig.method = None``) so every comparison uses one code path.
 
 Threading: an engine is driven from ONE thread (not the UI's event loop). ``generate`` blocks until
-the request ends and calls ``sink`` from that thread; a UI wraps the sink with ``post_message``.
+the request ends and calls ``sink`` from that thread; the dashboard's sink is the event bridge's
+``push`` (``ui/bridge.py``: a thread-safe queue with one wake-up message per batch).
 ``cancel`` (a ``threading.Event``) stops a request between engine steps.
 """
 

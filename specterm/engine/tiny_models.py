@@ -1,7 +1,8 @@
 """Build a tiny Llama-architecture target/draft pair with a shared tokenizer, offline.
 
-Used by the tests (and as the default pair until the embedded trained pair lands). No model hub is
-reachable here, so everything is made from scratch, deterministically from a seed:
+Used by the tests: a pair small enough to build in about a minute, and fp32 so that lossless checks
+are exact. No model hub is reachable here, so everything is made from scratch, deterministically
+from a seed:
 
 * a byte-level BPE tokenizer trained on a small built-in corpus (any text tokenizes);
 * a target (4 layers, hidden 128) and a draft (1 layer, hidden 64), both trained for a few

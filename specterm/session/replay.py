@@ -1,7 +1,7 @@
 """The replayer: a recorded session as an event source.
 
 It honours the same contract as the live engine: it calls ``sink(event)`` for each event, in file
-order, from its own thread (the UI wraps the sink with ``post_message``). The UI drives it through
+order, from its own thread (the dashboard's sink is the event bridge's ``push``). The UI drives it through
 a narrow command surface: pause, resume, step, jump, speed.
 
 Timing: event ``i`` is emitted ``wait_i / speed`` seconds after event ``i - 1``, where ``wait_i`` is

@@ -11,8 +11,8 @@ State machine (each change is announced once with a ``GpuStatus``; repeats are s
 period, or a back-off delay), or None once the sampler has stopped for good; the thread just calls it
 in a loop. Unit tests call it directly, so nothing in them sleeps.
 
-The sink is called from the sampler thread: a UI must hand events over to its own loop (Textual:
-``app.call_from_thread``).
+The sink is called from the sampler thread: a UI must hand events over to its own loop (the
+dashboard passes the event bridge's ``push``, ``ui/bridge.py``).
 """
 
 from __future__ import annotations
