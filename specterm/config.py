@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specterm.engine.base import EngineConfig
-from specterm.errors import ConfigError
+from specterm.errors import ConfigError, first_error
 
 ENV_PREFIX = "SPECTERM_"
 
@@ -73,10 +73,10 @@ def _validate(merged: dict[str, Any], sources: dict[str, str]) -> EngineConfig:
     try:
         return EngineConfig(**merged)
     except ValidationError as err:
-        e = err.errors()[0]
-        field = ".".join(str(p) for p in e["loc"]) or "(config)"
+        loc, msg = first_error(err)
+        field = ".".join(str(p) for p in loc) or "(config)"
         where = sources.get(field, "config")
-        raise ConfigError(f"bad {field} (from {where}): {e['msg']}") from None
+        raise ConfigError(f"bad {field} (from {where}): {msg}") from None
 
 
 def resolve_engine_config(flags: dict[str, Any], *, preset: str | None = None,

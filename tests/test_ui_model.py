@@ -110,6 +110,15 @@ def test_rejected_drafts_render_between_accepted_prefix_and_correction():
     assert struck == [" cat sat"]
 
 
+def test_headless_output_puts_rejected_drafts_where_the_dashboard_does():
+    from specterm.render import step_text
+
+    s = step("r", 0, 0.0, [tok("The")], tok(" dog", "correction"), rejected=[" cat", " sat"])
+    model = _model([s])
+    dashboard = model.entries[0].render(STYLES, ViewOptions(show_rejected=True)).plain
+    assert step_text(s, show_rejected=True).plain == "The cat sat dog" and dashboard.endswith("The cat sat dog")
+
+
 def test_forced_tokens_dimmed_only_when_toggled_on():
     model = _model([step("r", 0, 0.0, [tok("{", forced=True)], tok("x", "bonus"), k=1)])
     entry = model.entries[0]

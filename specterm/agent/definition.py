@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from specterm.errors import ConfigError
+from specterm.errors import ConfigError, first_error
 
 REPO_AGENTS = Path(__file__).resolve().parents[2] / "agents"
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -180,9 +180,8 @@ def load_agent_file(path: Path) -> AgentDef:
     try:
         agent = AgentDef.model_validate({**data, "path": path.parent})
     except ValidationError as err:
-        e = err.errors()[0]
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"{path}: {_where(e['loc'])}: {msg}") from None
+        loc, msg = first_error(err)
+        raise ConfigError(f"{path}: {_where(loc)}: {msg}") from None
     if agent.retrieval.top_k or any(t.handler == "docs.search" for t in agent.tools):
         if not agent.docs_dir.is_dir() or not any(agent.docs_dir.glob("*.md")):
             raise ConfigError(f"{path}: retrieval.docs: no *.md documents in {agent.docs_dir}")

@@ -35,7 +35,7 @@ from specterm.agent.prompt import Call, build_chat, call_key_for, call_schema, p
 from specterm.agent.tools import ToolBox, ToolOutcome
 from specterm.engine.base import GenerationParams, SessionClock, Sink, SpecEngine
 from specterm.engine.chat import ChatPrompt
-from specterm.errors import ConfigError
+from specterm.errors import ConfigError, first_error
 from specterm.events import (
     AgentStepFinished,
     AgentStepStarted,
@@ -79,7 +79,7 @@ def validate_request(text: str) -> str | None:
     try:
         UserRequest(text=text)
     except ValidationError as err:
-        return str(err.errors()[0]["msg"]).removeprefix("Value error, ")
+        return first_error(err)[1]
     return None
 
 

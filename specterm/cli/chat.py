@@ -44,8 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from specterm.errors import ConfigError
     from specterm.ui.app import make_app, run_replay_app
 
@@ -53,17 +51,13 @@ def handle(args: argparse.Namespace) -> int:
     if args.replay:
         return run_replay_app(args.replay, speed=args.speed, **ui)
 
-    from specterm.cli.common import engine_config_from_args, preflight, session_header
+    from specterm.cli.common import engine_config_from_args, generation_params, preflight, session_header
     from specterm.engine.chat import ChatPrompt
-    from specterm.engine import GenerationParams, SessionClock
+    from specterm.engine import SessionClock
     from specterm.session.recorder import recorder_from_args
     from specterm.ui.app import engine_runner
 
-    try:
-        params = GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature)
-    except ValidationError as err:
-        e = err.errors()[0]
-        raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    params = generation_params(max_tokens=args.max_tokens, temperature=args.temperature)
     agent = None
     plain = args.agent.strip().lower() in ("none", "")
     if not plain:

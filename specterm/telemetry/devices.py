@@ -24,11 +24,15 @@ NO_SOURCE = "none"
 # nothing useful, so the sampler never samples faster than this.
 GPM_MIN_INTERVAL_S = 0.1
 
-PANEL_LABELS = {
-    GPM_DRAM_BW: "DRAM bandwidth (GPM)",
-    MEM_DUTY_CYCLE: "memory duty cycle (% of time memory was busy, not bandwidth)",
-    NO_SOURCE: "nothing: this device exposes no memory counter",
+SOURCE_LABELS: dict[str, tuple[str, str]] = {
+    # source: (the panel's short label, doctor's full description)
+    GPM_DRAM_BW: ("DRAM bandwidth (GPM)", "DRAM bandwidth (GPM)"),
+    MEM_DUTY_CYCLE: ("memory duty cycle (not bandwidth)",
+                     "memory duty cycle (% of time memory was busy, not bandwidth)"),
+    NO_SOURCE: ("no memory counter on this GPU", "nothing: this device exposes no memory counter"),
 }
+"""What each bandwidth source is called: the one table the panel and ``doctor`` read."""
+PANEL_LABELS = {source: full for source, (_short, full) in SOURCE_LABELS.items()}
 
 
 def peak_bandwidth_gbps(max_mem_clock_mhz: float | None, bus_width_bits: float | None) -> float | None:

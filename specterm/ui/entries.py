@@ -20,7 +20,7 @@ from rich.style import Style
 from rich.text import Span, Text
 
 from specterm.events import SpecStep
-from specterm.render import inert
+from specterm.render import inert, step_pieces
 from specterm.stats import fmt_opt
 
 MAX_TEXT_CHARS = 2000
@@ -91,22 +91,9 @@ class TokensPart:
             else:
                 out.append(text, style)
 
-        def emit(i: int) -> None:
-            tok = step.tokens[i]
-            style = styles[tok.verdict]
-            if opts.show_forced and tok.forced:
-                style = style + forced
-            put(inert(tok.text), style)
-
-        # Rejected drafts go where they were proposed: after the accepted prefix, before the
-        # target's correction — reading "kept ~~proposed~~ correction" like a diff.
-        split = min(step.accepted, len(step.tokens))
-        for i in range(split):
-            emit(i)
-        if opts.show_rejected and step.rejected_text:
-            put(inert("".join(step.rejected_text)), styles["rejected"])
-        for i in range(split, len(step.tokens)):
-            emit(i)
+        for text, verdict, is_forced in step_pieces(step, show_rejected=opts.show_rejected):
+            style = styles[verdict]
+            put(text, style + forced if opts.show_forced and is_forced else style)
 
 
 @dataclass

@@ -12,15 +12,11 @@ from rich.style import Style
 from rich.text import Text
 
 from specterm.render import inert
+from specterm.telemetry.devices import SOURCE_LABELS
 from specterm.ui.charts import bar, fmt_bytes_gib, sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
 
-SOURCE_LABELS = {
-    "gpm_dram_bw": "DRAM bandwidth (GPM)",
-    "mem_duty_cycle": "memory duty cycle (not bandwidth)",
-    "none": "no memory counter on this GPU",
-}
 STATE_TEXT = {
     "no_driver": "no NVIDIA GPU (no NVIDIA driver / NVML)",
     "no_gpu": "no NVIDIA GPU",
@@ -53,7 +49,7 @@ class GpuPanel(Panel):
                 out.append("\n")
             out.append(f"{device} ", styles["meta"])
             out.append(inert(s.name or "GPU") + "\n", styles["title"])
-            out.append(SOURCE_LABELS.get(s.source, inert(s.source)) + "\n", styles["meta"])
+            out.append(SOURCE_LABELS.get(s.source, (inert(s.source),))[0] + "\n", styles["meta"])
             if s.bw_util_pct is not None:
                 frac = s.bw_util_pct / 100
                 out.append(bar(frac, max(4, width - 6)), styles["title"])

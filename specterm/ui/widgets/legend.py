@@ -5,18 +5,12 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
+from specterm.render import LEGEND as VERDICTS
 from specterm.ui.entries import ViewOptions
 from specterm.ui.widgets.styles import COMPONENT_CLASSES, style_map
 
-# (name, what the style is without colour) — the attributes are set in app.tcss.
-LEGEND = (
-    ("accepted", ""),
-    ("correction", "bold+underline"),
-    ("bonus", "italic"),
-    ("target", "underline"),
-    ("rejected", "struck"),
-    ("forced", "dim"),
-)
+# The verdicts in the headless legend's order (one source: ``render.LEGEND``), then grammar-forced.
+LEGEND = (*VERDICTS, ("forced", "grammar-forced token (dim)"))
 
 
 class Legend(Widget):
