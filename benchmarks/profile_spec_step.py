@@ -67,7 +67,7 @@ def main() -> int:
     args = ap.parse_args()
     from specterm.bench.workloads import builtin_prompts
     from specterm.engine import EngineConfig, GenerationParams
-    from specterm.engine.models import ensure_default_models
+    from specterm.models.defaults import ensure_default_models
 
     target, draft = (str(p) for p in ensure_default_models(log=lambda m: print(m, file=sys.stderr)))
     prompts, params = builtin_prompts("toolcalls"), GenerationParams(max_tokens=args.max_tokens)

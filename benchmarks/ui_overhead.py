@@ -62,7 +62,7 @@ async def with_ui(app, prompt) -> tuple[int, float]:
 
 async def main_async(rounds: int, max_tokens: int) -> None:
     from specterm.engine import EngineConfig, GenerationParams, load_engine
-    from specterm.engine.models import ensure_default_models
+    from specterm.models.defaults import ensure_default_models
     from specterm.ui.app import engine_runner, make_app
 
     target, draft = ensure_default_models()

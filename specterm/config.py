@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from specterm.engine.base import EngineConfig
 from specterm.errors import ConfigError, first_error
+from specterm.paths import config_file
 
 ENV_PREFIX = "SPECTERM_"
 
@@ -40,9 +41,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def config_path() -> Path:
-    from platformdirs import user_config_dir
-
-    return Path(os.environ.get("SPECTERM_CONFIG") or Path(user_config_dir("specterm")) / "config.toml")
+    return config_file()
 
 
 def _from_file(path: Path) -> dict[str, Any]:

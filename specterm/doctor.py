@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import platform
 import sys
@@ -22,12 +21,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import specterm
+from specterm.engine.checks import inspect_model_dir as check_model_dir
 
 TESTED_VLLM = "0.32.0"  # the verdict hook uses vLLM internals; pyproject pins this version
 INSTALL_HINT = "pip install 'specterm[cpu]' (CPU) or pip install 'specterm[cuda]' (NVIDIA GPU)"
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
-
 VersionOf = Callable[[str], "str | None"]
 
 
@@ -187,55 +185,10 @@ def _gpus(gpu_probe: Callable[[], dict[str, Any]] | None) -> dict[str, Any]:
 def _default_model_provider() -> tuple[Callable[[], Any] | None, bool]:
     """(default_model_paths or None, whether the engine builds missing defaults on first use)."""
     try:
-        module = importlib.import_module("specterm.engine.models")
+        module = importlib.import_module("specterm.models.defaults")
     except ImportError:
         return None, False
     return getattr(module, "default_model_paths", None), callable(getattr(module, "ensure_default_models", None))
-
-
-def check_model_dir(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Does this directory hold a model vLLM can load? Reads config.json and safetensors headers only."""
-    p = Path(path).expanduser()
-    result: dict[str, Any] = {"path": str(p), "exists": p.is_dir(), "loads": False, "detail": ""}
-    if not p.is_dir():
-        result["detail"] = "not found"
-        return result
-    try:
-        json.loads((p / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        result["detail"] = "no config.json"
-        return result
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        result["detail"] = f"config.json unreadable: {err}"
-        return result
-    if not any((p / name).is_file() for name in TOKENIZER_FILES):
-        result["detail"] = "no tokenizer (tokenizer.json / tokenizer.model / vocab.json)"
-        return result
-    files = sorted(p.glob("*.safetensors"))
-    if not files:
-        result["detail"] = "no *.safetensors weights"
-        return result
-    tensors = 0
-    for file in files:
-        try:
-            tensors += _safetensors_tensor_count(file)
-        except Exception as err:  # noqa: BLE001 - any header failure means "does not load"
-            result["detail"] = f"{file.name}: unreadable safetensors header ({type(err).__name__}: {err})"
-            return result
-    if tensors == 0:
-        result["detail"] = "safetensors files hold no tensors"
-        return result
-    size = sum(f.stat().st_size for f in files)
-    result.update(loads=True, tensors=tensors, weights_bytes=size, detail=f"{tensors} tensors, {size / 1e6:.1f} MB")
-    return result
-
-
-def _safetensors_tensor_count(file: Path) -> int:
-    from safetensors import safe_open  # noqa: PLC0415 - installed with the engine extras
-
-    with safe_open(str(file), framework="numpy") as handle:  # header only; no weights are read
-        handle.metadata()
-        return len(list(handle.keys()))
 
 
 def _models(report: Report, model_paths: Callable[[], Any] | None) -> None:

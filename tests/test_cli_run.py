@@ -43,7 +43,7 @@ def test_directory_that_is_not_a_model(capsys, tmp_path):
 
 @pytest.mark.engine  # builds tokenizers with the engine extra's transformers
 def test_draft_with_a_different_tokenizer_is_refused_before_loading(capsys, tmp_path, tiny_pair):
-    from specterm.engine.tiny_models import build_tokenizer
+    from specterm.models.tiny import build_tokenizer
 
     target, draft = tiny_pair
     other = tmp_path / "other-draft"

@@ -115,7 +115,7 @@ def test_model_dir_needs_tokenizer_and_weights(tmp_path, kwargs, detail):
 
 def test_engine_without_default_model_lookup_is_not_configured_not_a_crash(monkeypatch):
     # An engine package that does not (yet) offer default_model_paths().
-    monkeypatch.setitem(sys.modules, "specterm.engine.models", types.ModuleType("specterm.engine.models"))
+    monkeypatch.setitem(sys.modules, "specterm.models.defaults", types.ModuleType("specterm.models.defaults"))
     report = gather(version_of=versions(**CPU_MACHINE), gpu_probe=lambda: NO_GPU)
     assert report.facts["models"] == {"state": "not_configured", "detail": "default models: not configured"}
     assert report.exit_code == 0
@@ -177,10 +177,10 @@ def test_cpu_facts_from_cpuinfo(tmp_path):
 
 
 def test_missing_defaults_that_the_engine_builds_on_first_run_only_warn(monkeypatch, tmp_path):
-    module = types.ModuleType("specterm.engine.models")
+    module = types.ModuleType("specterm.models.defaults")
     module.default_model_paths = lambda: (tmp_path / "t", tmp_path / "d")
     module.ensure_default_models = lambda log=print: None
-    monkeypatch.setitem(sys.modules, "specterm.engine.models", module)
+    monkeypatch.setitem(sys.modules, "specterm.models.defaults", module)
     report = gather(version_of=versions(**CPU_MACHINE), gpu_probe=lambda: NO_GPU)
     assert report.exit_code == 0 and report.facts["models"]["state"] == "missing"
     assert any("first run builds them" in w for w in report.warnings)

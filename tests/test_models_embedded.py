@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specterm.engine.models import embedded_pair_dir
+from specterm.paths import embedded_pair_dir
 
 ROOT = embedded_pair_dir()
 HAS_PAIR = (ROOT / "target" / "config.json").is_file()
@@ -22,7 +22,7 @@ QUESTIONS = [
 
 def test_quick_training_is_reproducible(tmp_path):
     pytest.importorskip("torch")
-    from specterm.models_train.train import QUICK, train_pair
+    from specterm.models.train import QUICK, train_pair
 
     a = train_pair(tmp_path / "a", QUICK, log=lambda m: None)
     b = train_pair(tmp_path / "b", QUICK, log=lambda m: None)
@@ -34,7 +34,7 @@ def test_quick_training_is_reproducible(tmp_path):
 
 
 def test_corpus_calls_are_compact_json_and_multistep():
-    from specterm.models_train.corpus import generate
+    from specterm.models.corpus import generate
 
     ts = generate(seed=1, n_sql=30, n_ops=10)
     assert max(len(t.calls) for t in ts) >= 4  # list_tables → describe_table → query_sql → answer
@@ -46,7 +46,7 @@ def test_corpus_calls_are_compact_json_and_multistep():
 
 @pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
 def test_embedded_pair_is_the_default_and_small():
-    from specterm.engine.models import default_model_paths
+    from specterm.models.defaults import default_model_paths
 
     assert default_model_paths() == (ROOT / "target", ROOT / "draft")
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())

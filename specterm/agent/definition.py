@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specterm.errors import ConfigError, first_error
+from specterm.paths import agent_dirs, shipped_agents_dir
 
-REPO_AGENTS = Path(__file__).resolve().parents[2] / "agents"
+REPO_AGENTS = shipped_agents_dir()
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
@@ -129,12 +130,6 @@ class AgentDef(BaseModel):
 
     def tool(self, name: str) -> ToolDef | None:
         return next((t for t in self.tools if t.name == name), None)
-
-
-def agent_dirs() -> list[Path]:
-    """Where agents are looked up, in priority order."""
-    extra = [Path(p).expanduser() for p in os.environ.get("SPECTERM_AGENTS_DIR", "").split(os.pathsep) if p]
-    return [*extra, REPO_AGENTS]
 
 
 def list_agents() -> list[str]:

@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from specterm.agent.errors import ToolError
+from specterm.paths import agent_cache_dir
 
 ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION})
 # Authorizer action codes by name (sqlite3 also exports error and limit codes with clashing values).
@@ -41,17 +42,11 @@ _build_lock = threading.Lock()
 MAX_VALUE_BYTES = 1_000_000
 
 
-def _cache_root() -> Path:
-    from specterm.engine.models import cache_dir
-
-    return cache_dir() / "agents"
-
-
 def database_path(agent_name: str, script: Path) -> Path:
     """The SQLite file built from ``script`` (built now if missing; atomic, so safe under races)."""
     data = script.read_bytes()
     digest = hashlib.sha256(data).hexdigest()[:12]
-    out = _cache_root() / agent_name / f"{script.stem}-{digest}.sqlite"
+    out = agent_cache_dir(agent_name) / f"{script.stem}-{digest}.sqlite"
     with _build_lock:
         if out.is_file():
             return out

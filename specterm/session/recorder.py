@@ -35,21 +35,10 @@ from typing import Any, Callable
 
 from specterm.errors import SessionFileError
 from specterm.events import BaseEvent, SessionEnded, SessionStarted, dump_event
+from specterm.paths import DATA_DIR_ENV, data_dir
 
-DATA_DIR_ENV = "SPECTERM_DATA_DIR"
 SYNC_AFTER = frozenset({"request_finished", "engine_counters", "agent_step_finished", "error"})
 """Event types after which the file is fsynced (the end of a request or of an agent step)."""
-
-
-def data_dir() -> Path:
-    """specterm's per-user data directory: ``$SPECTERM_DATA_DIR`` if set, else platformdirs'
-    ``user_data_dir("specterm")`` (``~/.local/share/specterm`` on Linux)."""
-    override = os.environ.get(DATA_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
-    from platformdirs import user_data_dir  # imported lazily: only recording by default needs it
-
-    return Path(user_data_dir("specterm"))
 
 
 def default_session_path(now: datetime | None = None) -> Path:

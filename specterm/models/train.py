@@ -159,7 +159,7 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:
     import torch
     from transformers import LlamaForCausalLM
 
-    from specterm.models_train.corpus import generate
+    from specterm.models.corpus import generate
 
     torch.set_num_threads(s.threads)
     torch.use_deterministic_algorithms(True)

@@ -1,0 +1,95 @@
+"""Where specterm keeps things: the one module that knows the directories.
+
+Per user (platformdirs, each overridable by an environment variable):
+
+* **config** — ``~/.config/specterm/config.toml`` (``$SPECTERM_CONFIG``), user themes in
+  ``~/.config/specterm/themes`` (``$SPECTERM_THEME_DIR``);
+* **data** — ``~/.local/share/specterm`` (``$SPECTERM_DATA_DIR``): recorded sessions;
+* **cache** — ``~/.cache/specterm`` (``$SPECTERM_CACHE_DIR``): built models (``models/tiny``,
+  ``models/smollm2-135m-instruct``, …), agents' SQLite databases and vector stores (``agents/``).
+
+Shipped with specterm: the agents (``agents/``, plus ``$SPECTERM_AGENTS_DIR``), the embedded pair
+(``models/embedded``) and the built-in themes. Every other module asks here; none computes a path
+from its own ``__file__``. Imports nothing from specterm: everything may import it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CONFIG_ENV = "SPECTERM_CONFIG"
+DATA_DIR_ENV = "SPECTERM_DATA_DIR"
+CACHE_DIR_ENV = "SPECTERM_CACHE_DIR"
+THEME_DIR_ENV = "SPECTERM_THEME_DIR"
+AGENTS_DIR_ENV = "SPECTERM_AGENTS_DIR"
+
+PACKAGE = Path(__file__).resolve().parent
+REPO = PACKAGE.parent
+"""The source checkout (or the install prefix's site-packages for a wheel)."""
+
+
+def config_file() -> Path:
+    override = os.environ.get(CONFIG_ENV)
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("specterm")) / "config.toml"
+
+
+def data_dir() -> Path:
+    """``$SPECTERM_DATA_DIR``, else ``user_data_dir("specterm")`` (``~/.local/share/specterm``)."""
+    override = os.environ.get(DATA_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("specterm"))
+
+
+def cache_dir() -> Path:
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("specterm"))
+
+
+def model_cache_dir(name: str) -> Path:
+    """A model specterm builds or imports on demand (``tiny``, ``smollm2-135m-instruct``, …)."""
+    return cache_dir() / "models" / name
+
+
+def agent_cache_dir(agent: str) -> Path:
+    """An agent's built state: its SQLite database and vector store."""
+    return cache_dir() / "agents" / agent
+
+
+def user_theme_dirs() -> list[Path]:
+    override = os.environ.get(THEME_DIR_ENV)
+    if override:
+        return [Path(override).expanduser()]
+    from platformdirs import user_config_dir
+
+    return [Path(user_config_dir("specterm")) / "themes"]
+
+
+def builtin_theme_dir() -> Path:
+    return PACKAGE / "ui" / "themes"
+
+
+def shipped_agents_dir() -> Path:
+    return REPO / "agents"
+
+
+def agent_dirs() -> list[Path]:
+    """Where agents are looked up, first match wins: ``$SPECTERM_AGENTS_DIR`` entries, then the shipped ones."""
+    extra = [Path(p).expanduser() for p in os.environ.get(AGENTS_DIR_ENV, "").split(os.pathsep) if p]
+    return [*extra, shipped_agents_dir()]
+
+
+def embedded_pair_dir() -> Path:
+    """The trained pair shipped with specterm (``specterm models train`` reproduces it)."""
+    return REPO / "models" / "embedded"
