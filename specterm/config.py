@@ -13,6 +13,12 @@ table holds ``EngineConfig`` fields, e.g.::
 Environment variables name the same fields: ``SPECTERM_TARGET``, ``SPECTERM_DRAFT``,
 ``SPECTERM_METHOD``, ``SPECTERM_NUM_SPECULATIVE_TOKENS`` ... Every error is one line naming the
 source (file, variable or flag) and the field.
+
+Reading the file and the environment is pydantic-settings' job (``TomlConfigSettingsSource``,
+``EnvSettingsSource`` over ``EngineSettings``: every ``EngineConfig`` field, optional, untyped).
+The layers are merged here rather than by ``BaseSettings`` itself because an error must name the
+layer a bad value came from, which a merged settings object no longer knows; ``EngineConfig``
+validates the result once.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from pydantic import ValidationError
+from pydantic import ValidationError, create_model
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from specterm.engine.base import EngineConfig
 from specterm.errors import ConfigError, first_error
@@ -40,6 +47,18 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+class _SettingsBase(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+
+EngineSettings = create_model(
+    "EngineSettings", __base__=_SettingsBase,
+    **{name: (Optional[Any], None) for name in EngineConfig.model_fields},  # type: ignore[call-overload]
+)
+"""The names pydantic-settings looks for: ``EngineConfig``'s fields (``SPECTERM_<FIELD>`` in the
+environment); values stay raw here and are validated by ``EngineConfig``."""
+
+
 def config_path() -> Path:
     return config_file()
 
@@ -50,7 +69,7 @@ def _from_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"config file {path} (from SPECTERM_CONFIG) does not exist")
         return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = TomlConfigSettingsSource(EngineSettings, toml_file=path)()
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
     engine = data.get("engine", {})
@@ -60,12 +79,10 @@ def _from_file(path: Path) -> dict[str, Any]:
 
 
 def _from_env() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in EngineConfig.model_fields:
-        value = os.environ.get(ENV_PREFIX + name.upper())
-        if value is not None:
-            out[name] = None if (name == "method" and value.lower() in ("none", "")) else value
-    return out
+    values = EnvSettingsSource(EngineSettings)()
+    if isinstance(values.get("method"), str) and values["method"].lower() in ("none", ""):
+        values["method"] = None
+    return values
 
 
 def _validate(merged: dict[str, Any], sources: dict[str, str]) -> EngineConfig:

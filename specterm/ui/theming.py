@@ -27,11 +27,14 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable
 
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError,
+                      field_validator)
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from specterm.errors import first_error
 from specterm.paths import builtin_theme_dir, user_theme_dirs
 
 DEFAULT_THEME = "specterm-dark"
@@ -47,72 +50,91 @@ TOKEN_VARIABLES: dict[str, str] = {
     "token-forced": "ansi_bright_black",
     "token-rejected": "ansi_bright_black",
 }
-_COLOR_KEYS = (
-    "primary",
-    "secondary",
-    "accent",
-    "foreground",
-    "background",
-    "surface",
-    "panel",
-    "boost",
-    "warning",
-    "error",
-    "success",
-)
-_TOP_KEYS = {"name", "dark", "colors", "variables", "luminosity_spread", "text_alpha"}
 
 
 class ThemeFileError(ValueError):
     """A theme file that cannot be used; ``str()`` is one line naming the file and the problem."""
 
 
-def _check_color(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ThemeFileError(f"{where}: expected a colour string, got {type(value).__name__}")
+def _colour(value: str) -> str:
     try:
         Color.parse(value)
     except ColorParseError as err:
-        raise ThemeFileError(f"{where}: {value!r} is not a colour ({err})") from None
+        raise ValueError(f"{value!r} is not a colour ({err})") from None
     return value
 
 
+Colour = Annotated[str, AfterValidator(_colour)]
+
+
+class ThemeColors(BaseModel):
+    """Textual theme colours; ``primary`` is required, the rest are derived by Textual when absent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    primary: Colour
+    secondary: Colour | None = None
+    accent: Colour | None = None
+    foreground: Colour | None = None
+    background: Colour | None = None
+    surface: Colour | None = None
+    panel: Colour | None = None
+    boost: Colour | None = None
+    warning: Colour | None = None
+    error: Colour | None = None
+    success: Colour | None = None
+
+
+class ThemeFile(BaseModel):
+    """A theme file (TOML, or JSON with the same keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    dark: StrictBool = True
+    colors: ThemeColors
+    variables: dict[str, StrictStr] = Field(default_factory=dict)
+    """CSS variables; the ``token-*`` ones (the verdict colours) must be colours."""
+    luminosity_spread: float = 0.15
+    text_alpha: float = 0.95
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must be a non-empty string")
+        return v.strip()
+
+    @field_validator("variables")
+    @classmethod
+    def _token_colours(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if key in TOKEN_VARIABLES:
+                try:
+                    _colour(value)
+                except ValueError as err:
+                    raise ValueError(f"{key}: {err}") from None
+        return v
+
+
 def parse_theme(data: Any, source: str = "<theme>") -> Theme:
-    """Validate a decoded theme file and build a Textual ``Theme``; raises ``ThemeFileError``."""
+    """Validate a decoded theme file (``ThemeFile``) and build a Textual ``Theme``; raises
+    ``ThemeFileError`` with one line naming the source, the key and the problem."""
     if not isinstance(data, dict):
         raise ThemeFileError(f"{source}: a theme is a table/object, got {type(data).__name__}")
-    unknown = set(data) - _TOP_KEYS
-    if unknown:
-        raise ThemeFileError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}")
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise ThemeFileError(f"{source}: 'name' must be a non-empty string")
-    colors = data.get("colors", {})
-    if not isinstance(colors, dict) or "primary" not in colors:
-        raise ThemeFileError(f"{source}: [colors] must be a table with at least 'primary'")
-    bad = set(colors) - set(_COLOR_KEYS)
-    if bad:
-        raise ThemeFileError(f"{source}: unknown colour(s) {', '.join(sorted(bad))}")
-    checked = {key: _check_color(value, f"{source}: colors.{key}") for key, value in colors.items()}
-    variables = data.get("variables", {})
-    if not isinstance(variables, dict):
-        raise ThemeFileError(f"{source}: [variables] must be a table")
-    for key, value in variables.items():
-        if not isinstance(value, str):
-            raise ThemeFileError(f"{source}: variables.{key} must be a string")
-        if key in TOKEN_VARIABLES:
-            _check_color(value, f"{source}: variables.{key}")
-    dark = data.get("dark", True)
-    if not isinstance(dark, bool):
-        raise ThemeFileError(f"{source}: 'dark' must be true or false")
-    return Theme(
-        name=name.strip(),
-        dark=dark,
-        variables={**TOKEN_VARIABLES, **variables},
-        luminosity_spread=float(data.get("luminosity_spread", 0.15)),
-        text_alpha=float(data.get("text_alpha", 0.95)),
-        **checked,
-    )
+    try:
+        theme = ThemeFile.model_validate(data)
+    except ValidationError as err:
+        loc, msg = first_error(err)
+        where = ".".join(str(p) for p in loc)
+        if msg == "Extra inputs are not permitted":
+            msg = "unknown key" if len(loc) == 1 else "unknown colour"
+        elif msg == "Field required" and loc == ("colors", "primary"):
+            msg = "[colors] must have at least 'primary'"
+        raise ThemeFileError(f"{source}: {where}: {msg}") from None
+    colors = theme.colors.model_dump(exclude_none=True)
+    return Theme(name=theme.name, dark=theme.dark, variables={**TOKEN_VARIABLES, **theme.variables},
+                 luminosity_spread=theme.luminosity_spread, text_alpha=theme.text_alpha, **colors)
 
 
 def load_theme_file(path: str | Path) -> Theme:

@@ -1,0 +1,49 @@
+"""Configuration layers (pydantic-settings reads the file and the environment): file → environment →
+flags, later wins, and a bad value is one line naming the layer it came from."""
+
+from __future__ import annotations
+
+import pytest
+
+from specterm.config import resolve_engine_config
+from specterm.errors import ConfigError
+
+
+@pytest.fixture()
+def config_file(tmp_path, monkeypatch):
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("SPECTERM_CONFIG", str(path))
+    return path
+
+
+def test_file_then_environment_then_flags(config_file, monkeypatch):
+    config_file.write_text('[engine]\ntarget = "/m/t"\nnum_speculative_tokens = 3\ndtype = "bfloat16"\n')
+    assert resolve_engine_config({}).num_speculative_tokens == 3
+    monkeypatch.setenv("SPECTERM_NUM_SPECULATIVE_TOKENS", "5")
+    cfg = resolve_engine_config({})
+    assert (cfg.target, cfg.num_speculative_tokens, cfg.dtype) == ("/m/t", 5, "bfloat16")
+    assert resolve_engine_config({"num_speculative_tokens": 6, "dtype": None}).num_speculative_tokens == 6
+    monkeypatch.setenv("SPECTERM_METHOD", "none")
+    assert resolve_engine_config({}).method is None
+
+
+@pytest.mark.parametrize(("where", "expected"), [("file", "config.toml"), ("env", "environment"),
+                                                 ("flag", "command line")])
+def test_a_bad_value_names_its_layer(config_file, monkeypatch, where, expected):
+    config_file.write_text('[engine]\ntarget = "/m/t"\n' + ("num_speculative_tokens = 99\n" if where == "file" else ""))
+    if where == "env":
+        monkeypatch.setenv("SPECTERM_NUM_SPECULATIVE_TOKENS", "many")
+    flags = {"num_speculative_tokens": 0} if where == "flag" else {}
+    with pytest.raises(ConfigError) as err:
+        resolve_engine_config(flags)
+    msg = str(err.value)
+    assert msg.startswith("bad num_speculative_tokens (from ") and expected in msg and "\n" not in msg
+
+
+def test_unknown_keys_and_broken_toml_are_one_line(config_file):
+    config_file.write_text('[engine]\ntarget = "/m/t"\nspeculative_tokens = 4\n')
+    with pytest.raises(ConfigError, match=r"bad speculative_tokens \(from .*config.toml\)"):
+        resolve_engine_config({})
+    config_file.write_text("[engine\n")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        resolve_engine_config({})
