@@ -9,13 +9,16 @@ Per user (platformdirs, each overridable by an environment variable):
   ``models/smollm2-135m-instruct``, …), agents' SQLite databases and vector stores (``agents/``).
 
 Shipped with specterm: the agents (``agents/``, plus ``$SPECTERM_AGENTS_DIR``), the embedded pair
-(``models/embedded``) and the built-in themes. Every other module asks here; none computes a path
+(``models/embedded``) and the built-in themes (package data). Agents and the embedded pair sit at
+the top of the source tree; a wheel installs them as data files under ``<prefix>/share/specterm``
+(``[tool.setuptools.data-files]``), where ``shipped()`` finds them when there is no source tree. Every other module asks here; none computes a path
 from its own ``__file__``. Imports nothing from specterm: everything may import it.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 CONFIG_ENV = "SPECTERM_CONFIG"
@@ -26,7 +29,18 @@ AGENTS_DIR_ENV = "SPECTERM_AGENTS_DIR"
 
 PACKAGE = Path(__file__).resolve().parent
 REPO = PACKAGE.parent
-"""The source checkout (or the install prefix's site-packages for a wheel)."""
+"""The source checkout (for an installed wheel: site-packages, which holds no shipped data)."""
+INSTALLED_DATA = Path(sys.prefix) / "share" / "specterm"
+"""Where a wheel installs the shipped agents and models."""
+
+
+def shipped(*parts: str) -> Path:
+    """A shipped file or directory: in the source tree when there is one, else where the wheel put it."""
+    here = REPO.joinpath(*parts)
+    if here.exists():
+        return here
+    installed = INSTALLED_DATA.joinpath(*parts)
+    return installed if installed.exists() else here
 
 
 def config_file() -> Path:
@@ -81,7 +95,7 @@ def builtin_theme_dir() -> Path:
 
 
 def shipped_agents_dir() -> Path:
-    return REPO / "agents"
+    return shipped("agents")
 
 
 def agent_dirs() -> list[Path]:
@@ -92,4 +106,4 @@ def agent_dirs() -> list[Path]:
 
 def embedded_pair_dir() -> Path:
     """The trained pair shipped with specterm (``specterm models train`` reproduces it)."""
-    return REPO / "models" / "embedded"
+    return shipped("models", "embedded")

@@ -1,0 +1,86 @@
+"""A wheel that works on its own: built from this tree, installed into a fresh venv outside the
+repository, it finds its agents and the embedded pair (installed as data files under
+``<prefix>/share/specterm``), replays a session and answers an agent request.
+
+The fresh venv gets specterm from the wheel only (``--no-deps``); its dependencies come from the
+test venv's site-packages through a ``.pth`` line, so the test does not download vLLM again. Its
+working directory is a temporary directory, so nothing can be found relative to the checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_shipped_agent_folder_is_in_the_wheel_data_files():
+    data_files = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    listed = {dest.removeprefix("share/specterm/") for dest in data_files}
+    for folder in (REPO / "agents").rglob("*"):
+        if folder.is_dir() and any(f.is_file() for f in folder.iterdir()):
+            assert str(folder.relative_to(REPO)) in listed, f"{folder} is not in [tool.setuptools.data-files]"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+                            "-w", str(tmp / "dist"), "-q"], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next((tmp / "dist").glob("specterm-*.whl"))
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "_specterm_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=600)
+    assert inst.returncode == 0, inst.stderr[-2000:]
+    return venv, tmp
+
+
+def _specterm(installed, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    venv, tmp = installed
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECTERM_", "PYTHON", "VIRTUAL_ENV"))}
+    env["SPECTERM_DATA_DIR"] = str(tmp / "data")
+    env["SPECTERM_CACHE_DIR"] = str(tmp / "cache")
+    return subprocess.run([str(venv / "bin" / "specterm"), *args], capture_output=True, text=True,
+                          cwd=tmp, env=env, timeout=timeout)
+
+
+def test_the_installed_wheel_is_not_the_checkout(installed):
+    venv, _ = installed
+    proc = subprocess.run([str(venv / "bin" / "python"), "-c", "import specterm, specterm.paths as p; "
+                           "print(specterm.__file__); print(p.embedded_pair_dir()); print(p.shipped_agents_dir())"],
+                          capture_output=True, text=True, cwd=installed[1], timeout=120)
+    module, embedded, agents = proc.stdout.split()
+    assert str(venv) in module and str(REPO) not in module
+    assert embedded == str(venv / "share" / "specterm" / "models" / "embedded")
+    assert agents == str(venv / "share" / "specterm" / "agents")
+
+
+def test_models_info_finds_the_embedded_pair(installed):
+    proc = _specterm(installed, "models", "info")
+    assert proc.returncode == 0, proc.stderr
+    assert "embedded pair:" in proc.stdout and "(installed" in proc.stdout.split("embedded pair:")[1].splitlines()[0]
+    assert str(installed[0] / "share" / "specterm" / "models" / "embedded") in proc.stdout
+
+
+def test_replay_headless_of_a_sample_session(installed):
+    proc = _specterm(installed, "replay", "--headless", "--speed", "0", str(REPO / "sample_sessions" / "sql_agent_multistep.jsonl"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "answer" in proc.stdout
+
+
+@pytest.mark.engine
+def test_a_short_agent_request(installed):
+    proc = _specterm(installed, "run", "--agent", "sql_analyst", "--no-record", "How many customers are there?")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "── step" in proc.stdout and "answer" in proc.stdout
