@@ -143,6 +143,9 @@ class AgentStepFinished(BaseEvent):
     ttft_s: float | None = None
     tokens: int = 0
     ok: bool = True
+    answer: str | None = None
+    """The agent's final answer, on the generation step that produced it (so a recording carries
+    it: ``replay --headless`` prints it as ``run`` does)."""
 
 
 class ToolCall(BaseEvent):

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from specterm.events import (
+    AgentStepFinished,
     AgentStepStarted,
     BaseEvent,
     EngineCounters,
@@ -88,6 +89,8 @@ class HeadlessPrinter:
         elif isinstance(event, ToolResult):
             body = event.content if event.ok else f"error: {event.error}"
             self._line(Text(f"  ← {inert(body[:400])}", style="dim" if event.ok else "red"))
+        elif isinstance(event, AgentStepFinished) and event.answer is not None:
+            self._line(Text("answer: " + inert(event.answer), style="bold"))
         elif isinstance(event, EngineCounters) and not event.matched:
             self._line(Text(f"verdicts do NOT reconcile with vLLM: {inert(event.detail)}", style="bold red"))
 

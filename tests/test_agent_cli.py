@@ -80,3 +80,11 @@ def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path):
     finished = [e for e in events if isinstance(e, AgentStepFinished)]
     assert finished[-1].kind in ("answer", "tool_call")
     assert proc.returncode == (0 if finished[-1].ok else 1)
+    if finished[-1].ok:  # the answer is an event, so a replay of the recording shows it like run did
+        answer = finished[-1].answer
+        assert answer and [f for f in finished if f.answer is not None] == [finished[-1]]
+        session = tmp_path / "s.jsonl"
+        session.write_text(proc.stdout)
+        replay = subprocess.run([sys.executable, "-m", "specterm", "replay", "--headless", "--speed", "0", str(session)],
+                                capture_output=True, text=True, timeout=120)
+        assert replay.returncode == 0 and f"answer: {answer}" in replay.stdout, replay.stderr[-2000:]

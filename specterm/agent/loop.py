@@ -225,7 +225,7 @@ class AgentRunner:
                 step += 1
                 continue
             if call.answer is not None:
-                finish(kind, t0, **stats)
+                finish(kind, t0, answer=call.answer, **stats)
                 result.ok, result.answer = True, call.answer
                 return result
             result.calls.append(call)

@@ -97,7 +97,6 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     from specterm.engine import SessionClock, load_engine
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
-    from specterm.render import inert
     from specterm.session.recorder import recorder_from_args
 
     if args.schema:
@@ -131,6 +130,4 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     if args.json:
         printer(SessionEnded(t=clock()))
     printer.finish()
-    if not args.json and result.answer is not None:
-        printer.console.print("answer: " + inert(result.answer), markup=False, highlight=False)
     return 0 if result.ok else 1

@@ -106,7 +106,9 @@ class TranscriptModel:
             entry.footer = step_footer(ev.latency_s, ev.ttft_s, ev.tokens, ev.ok)
             entry.footer_style = "meta" if ev.ok else "error"
             entry.open = False
-            if ev.kind == "answer":
+            if ev.answer is not None:  # the agent's answer itself, not the JSON it was written in
+                self.last_answer = ev.answer
+            elif ev.kind == "answer":
                 self.last_answer = entry.final_text or entry.plain_output() or self.last_answer
             self._changed(entry)
         elif isinstance(ev, RequestFinished):
