@@ -63,12 +63,13 @@ async def with_ui(app, prompt) -> tuple[int, float]:
 async def main_async(rounds: int, max_tokens: int) -> None:
     from specterm.engine import EngineConfig, GenerationParams, load_engine
     from specterm.models.defaults import ensure_default_models
-    from specterm.ui.app import engine_runner, make_app
+    from specterm.session.live import plain_runner
+    from specterm.ui.app import make_app
 
     target, draft = ensure_default_models()
     engine = load_engine(EngineConfig(target=str(target), draft=str(draft), method="draft_model"))
     params = GenerationParams(max_tokens=max_tokens)
-    app = make_app(engine=engine, runner_factory=lambda e: engine_runner(e, params), gpu=False,
+    app = make_app(engine=engine, runner_factory=lambda e: plain_runner(e, params), gpu=False,
                    theme_dirs=(), deterministic=False)  # live pacing, as a user runs it
     ratios = []
     async with app.run_test(size=(160, 48)) as pilot:

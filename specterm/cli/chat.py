@@ -55,7 +55,7 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.engine.chat import ChatPrompt
     from specterm.engine import SessionClock
     from specterm.session.recorder import recorder_from_args
-    from specterm.ui.app import engine_runner
+    from specterm.session.live import agent_runner, plain_runner
 
     params = generation_params(max_tokens=args.max_tokens, temperature=args.temperature)
     agent = None
@@ -75,11 +75,8 @@ def handle(args: argparse.Namespace) -> int:
 
     def runner_factory(engine):
         if agent is None:
-            return engine_runner(engine, params, clock, raw=args.raw, system=args.system)
-        from specterm.agent import AgentRunner
-
-        runner = AgentRunner(agent, engine, temperature=args.temperature, clock=clock)
-        return lambda text, sink, cancel: runner.run(text, sink, cancel=cancel)
+            return plain_runner(engine, params, clock, raw=args.raw, system=args.system)
+        return agent_runner(agent, engine, temperature=args.temperature, clock=clock)
 
     def factory():  # runs on the app's worker thread
         from specterm.engine import load_engine

@@ -8,7 +8,6 @@ worker, each prompt runs in a thread worker, and cancelling only sets a ``thread
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from functools import partial
@@ -19,7 +18,8 @@ from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 
-from specterm.events import BaseEvent, Error, SessionStarted, UserMessage
+from specterm.events import BaseEvent, Error, SessionStarted
+from specterm.session.live import Runner, Sink, plain_runner
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.controls import ControlsMixin
 from specterm.ui.entries import ViewOptions
@@ -33,56 +33,11 @@ from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.session_header import SessionHeader
 from specterm.ui.widgets.transcript import Transcript
 
-Sink = Callable[[BaseEvent], None]
-Runner = Callable[[str, Sink, threading.Event], Any]
-"""Runs one prompt to completion on a worker thread, emitting events to the sink; stops early when
-the event is set. ``specterm chat`` passes an agent; the default runs the bare engine."""
-
 BATCH = 20_000
+"""Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
 FRAME_S = 1 / 30
 """Live batches are applied at most this often: a fast engine's steps queue up in the bridge and are
 drawn together, instead of the UI redrawing per engine step and taking the GIL from the engine."""
-"""Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
-
-
-def engine_runner(engine: Any, params: Any = None, clock: Callable[[], float] | None = None, *,
-                  raw: bool = False, system: str | None = None) -> Runner:
-    """A runner that sends the prompt straight to ``engine`` (no agent): a multi-turn conversation
-    through the model's chat template (oldest turns dropped when it outgrows the context), or each
-    prompt as raw text with ``raw``."""
-    from specterm.engine.base import GenerationParams, SessionClock
-    from specterm.engine.chat import ChatPrompt, Message, PromptTooLong, check_fits
-
-    params = params or GenerationParams()
-    clock = clock or SessionClock()
-    counter = itertools.count()
-    history: list[Message] = []
-
-    def conversation(text: str) -> ChatPrompt:
-        head = [Message(role="system", content=system)] if system else []
-        renderer = getattr(engine, "renderer", None)
-        while True:
-            chat = ChatPrompt(messages=head + history + [Message(role="user", content=text)])
-            if renderer is None:  # an engine that cannot size prompts (the UI tests' scripted one)
-                return chat
-            try:
-                check_fits(len(renderer.ids(chat)) + params.max_tokens, engine.max_model_len + 1)
-                return chat
-            except PromptTooLong:
-                if not history:
-                    return chat  # generate() says how long it is
-                del history[:2]
-
-    def run(text: str, sink: Sink, cancel: threading.Event) -> Any:
-        rid = f"chat-{next(counter)}"
-        prompt = text if raw else conversation(text)
-        sink(UserMessage(t=clock(), request_id=rid, text=text))
-        done = engine.generate(prompt, params, sink, request_id=rid, cancel=cancel)
-        if not raw and not done.cancelled:
-            history.extend([Message(role="user", content=text), Message(role="assistant", content=done.text)])
-        return done
-
-    return run
 
 
 class SpecTermApp(ControlsMixin, App):
@@ -250,7 +205,7 @@ class SpecTermApp(ControlsMixin, App):
         if self._runner_factory is not None:
             self.runner = self._runner_factory(engine)  # e.g. an agent around the loaded engine
         elif spec is None:
-            self.runner = engine_runner(engine)
+            self.runner = plain_runner(engine)
         else:
             self.runner = spec
         if self.state.session is None:
