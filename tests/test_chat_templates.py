@@ -152,7 +152,7 @@ def test_chat_opens_the_default_agent(monkeypatch):
     args = build_parser().parse_args(["chat", "--target", "/models/t", "--draft", "/models/d", "--no-gpu", "--no-record"])
     assert args.agent == "sql_analyst"
     assert args.func(args) == 0
-    assert captured["app"]._header_event.agent == "sql_analyst"
+    assert captured["app"].session.header.agent == "sql_analyst"
     app = captured["app"]
     assert app.intro.startswith("Agent sql_analyst: ") and "\nTry: How many customers are there?" in app.intro
     assert app.placeholder == "Ask the agent…"

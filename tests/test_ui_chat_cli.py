@@ -1,5 +1,5 @@
 """``specterm chat``: flags parse, --replay delegates to the dashboard, live mode builds the app
-around a lazily loaded engine and records through the app's tap. The app is not run (no TTY)."""
+around a lazily loaded engine and records through its live session. The app is not run (no TTY)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,6 @@ def test_chat_live_builds_app_without_loading_the_engine(monkeypatch, tmp_path):
     )
     assert args.func(args) == 0
     app = captured["app"]
-    assert app.state.mode == "live" and app.engine is None and app._engine_factory is not None
-    assert app._header_event.models["num_speculative_tokens"] == 3
+    assert app.state.mode == "live" and app.engine is None and app.session.needs_loading
+    assert app.session.header.models["num_speculative_tokens"] == 3 and app.session.recorder is not None
     assert record.exists() and '"session_started"' in record.read_text().splitlines()[0]

@@ -55,7 +55,7 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.engine.chat import ChatPrompt
     from specterm.engine import SessionClock
     from specterm.session.recorder import recorder_from_args
-    from specterm.session.live import agent_runner, plain_runner
+    from specterm.session.live import LiveSession, agent_runner, plain_runner
 
     params = generation_params(max_tokens=args.max_tokens, temperature=args.temperature)
     agent = None
@@ -83,12 +83,11 @@ def handle(args: argparse.Namespace) -> int:
 
         return load_engine(config, clock=clock)
 
+    session = LiveSession(header=header, engine_factory=factory, runner_factory=runner_factory,
+                          recorder=recorder, clock=clock)
     app = make_app(
-        engine_factory=factory,
-        runner_factory=runner_factory,
-        header=header,
+        session=session,
         gpu=not args.no_gpu,
-        tap=recorder.write if recorder is not None else None,
         intro=_intro(agent, config, raw=args.raw),
         placeholder="Ask the agent…" if agent else "Type a message…",
         **ui,
@@ -96,13 +95,10 @@ def handle(args: argparse.Namespace) -> int:
     try:
         app.run()
     finally:
-        if app.engine is not None:
-            app.engine.close()
+        session.close()
         if recorder is not None:
-            recorder.close()
             print(f"specterm: session recorded to {recorder.path}")
     return 0
-
 
 
 def _intro(agent, config, *, raw: bool) -> str:

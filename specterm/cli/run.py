@@ -7,7 +7,6 @@ message); ``--raw`` sends it as plain text to complete instead; ``--agent NAME``
 from __future__ import annotations
 
 import argparse
-import uuid
 
 from specterm.cli.common import add_engine_args, engine_config_from_args, generation_params, preflight, session_header
 from specterm.errors import ConfigError
@@ -41,8 +40,9 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.engine import SessionClock, load_engine
     from specterm.engine.chat import ChatPrompt, check_fits
     from specterm.engine.schema import load_schema_file
-    from specterm.events import SessionEnded, UserMessage
+    from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
+    from specterm.session.live import LiveSession, plain_runner
     from specterm.session.recorder import recorder_from_args
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
@@ -64,23 +64,14 @@ def handle(args: argparse.Namespace) -> int:
         raise
     printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
     header = session_header(config)
-    recorder = recorder_from_args(args, header)
+    session = LiveSession(header=header, engine=engine, recorder=recorder_from_args(args, header), clock=clock,
+                          runner=plain_runner(engine, params, clock, raw=args.raw, system=args.system))
     if args.json:
         printer(header)  # so `run --json > file` is itself a replayable session
-
-    def sink(event) -> None:
-        printer(event)
-        if recorder is not None:
-            recorder.write(event)
-
-    request_id = uuid.uuid4().hex[:8]
-    sink(UserMessage(t=clock(), request_id=request_id, text=prompt))
     try:
-        engine.generate(request, params, sink, request_id=request_id)
+        session.run(prompt, printer)
     finally:
-        engine.close()
-        if recorder is not None:
-            recorder.close()  # writes session_ended itself
+        session.close()  # the recording's session_ended is written by the recorder itself
     if args.json:
         printer(SessionEnded(t=clock()))
     printer.finish()
@@ -93,10 +84,11 @@ def handle(args: argparse.Namespace) -> int:
 
 def run_agent(args: argparse.Namespace, prompt: str) -> int:
     """``run --agent NAME PROMPT``: one agent request, headless (or ``--json`` events)."""
-    from specterm.agent import AgentRunner, load_agent, validate_request
+    from specterm.agent import load_agent, validate_request
     from specterm.engine import SessionClock, load_engine
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
+    from specterm.session.live import LiveSession, agent_runner
     from specterm.session.recorder import recorder_from_args
 
     if args.schema:
@@ -112,21 +104,14 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     engine = load_engine(config, clock=clock)
     printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
     header = session_header(config, agent=agent.name)
-    recorder = recorder_from_args(args, header)
+    session = LiveSession(header=header, engine=engine, recorder=recorder_from_args(args, header), clock=clock,
+                          runner=agent_runner(agent, engine, temperature=args.temperature, clock=clock))
     if args.json:
         printer(header)
-
-    def sink(event) -> None:
-        printer(event)
-        if recorder is not None:
-            recorder.write(event)
-
     try:
-        result = AgentRunner(agent, engine, temperature=args.temperature, clock=clock).run(prompt, sink)
+        result = session.run(prompt, printer)
     finally:
-        engine.close()
-        if recorder is not None:
-            recorder.close()
+        session.close()
     if args.json:
         printer(SessionEnded(t=clock()))
     printer.finish()

@@ -64,3 +64,83 @@ def agent_runner(agent: Any, engine: Any, *, temperature: float = 0.0,
 
     runner = AgentRunner(agent, engine, temperature=temperature, clock=clock)
     return lambda text, sink, cancel: runner.run(text, sink, cancel=cancel)
+
+
+class LiveSession:
+    """One live session, outside any UI: its clock and header, the engine (built lazily by ``load``,
+    on the caller's thread: a dashboard calls it from a worker), the runner around the engine (plain
+    or agent), cancellation of the request in flight, and the fan-out of every event — to the
+    recorder first, then to the consumer's sink (a headless printer, or the dashboard's bridge).
+
+    Recording here, on the thread that produces the events, rather than in a consumer means that
+    ``run``, ``chat`` and the dashboard record the same stream the same way, and that a consumer that
+    lags (the UI coalescing a burst) never delays or reorders what reaches the file.
+    """
+
+    def __init__(self, *, header: Any = None, engine: Any = None, engine_factory: Callable[[], Any] | None = None,
+                 runner: Runner | None = None, runner_factory: Callable[[Any], Runner] | None = None,
+                 recorder: Any = None, clock: Callable[[], float] | None = None) -> None:
+        from specterm.engine.base import SessionClock
+
+        self.header = header
+        self.clock = clock or SessionClock()
+        self.engine = engine
+        self.recorder = recorder
+        self._engine_factory = engine_factory
+        self._runner, self._runner_factory = runner, runner_factory
+        self.runner: Runner | None = None
+        self._cancel: threading.Event | None = None
+
+    @property
+    def needs_loading(self) -> bool:
+        """The engine is still to be built (``load`` will block while it is)."""
+        return self.engine is None and self._engine_factory is not None
+
+    def load(self) -> Any:
+        """Build the engine if it is not built yet, then the runner; returns the engine."""
+        if self.engine is None:
+            if self._engine_factory is None:
+                raise RuntimeError("live session has no engine and no engine factory")
+            self.engine = self._engine_factory()
+        if self.runner is None:
+            if self._runner_factory is not None:
+                self.runner = self._runner_factory(self.engine)
+            elif self._runner is not None:
+                self.runner = self._runner
+            else:
+                self.runner = plain_runner(self.engine, clock=self.clock)
+        return self.engine
+
+    def sink(self, downstream: Sink) -> Sink:
+        """``downstream`` behind the recorder: each event is written, then handed on."""
+        recorder = self.recorder
+        if recorder is None:
+            return downstream
+
+        def fan_out(event: BaseEvent) -> None:
+            recorder.write(event)  # never raises: a failing disk stops recording, not the session
+            downstream(event)
+
+        return fan_out
+
+    def run(self, text: str, sink: Sink, cancel: threading.Event | None = None) -> Any:
+        """Run one prompt to completion (blocking), events to the recorder and ``sink``."""
+        self.load()
+        assert self.runner is not None
+        self._cancel = cancel or threading.Event()
+        try:
+            return self.runner(text, self.sink(sink), self._cancel)
+        finally:
+            self._cancel = None
+
+    def cancel(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+
+    def close(self, reason: str = "done") -> None:
+        """Close the engine and the recording (``session_ended``). Idempotent."""
+        engine, self.engine = self.engine, None
+        if engine is not None and hasattr(engine, "close"):
+            engine.close()
+        if self.recorder is not None:
+            self.recorder.close(reason)

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from specterm.events import BaseEvent, Error, SessionStarted
-from specterm.session.live import Runner, Sink, plain_runner
+from specterm.session.live import LiveSession, Runner
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.controls import ControlsMixin
 from specterm.ui.entries import ViewOptions
@@ -62,10 +62,7 @@ class SpecTermApp(ControlsMixin, App):
         self,
         *,
         mode: str,
-        engine: Any = None,
-        engine_factory: Callable[[], Any] | None = None,
-        runner: Runner | None = None,
-        runner_factory: Callable[[Any], Runner] | None = None,
+        session: LiveSession | None = None,
         engine_error: str | None = None,
         header: SessionStarted | None = None,
         events: Sequence[BaseEvent] = (),
@@ -78,7 +75,6 @@ class SpecTermApp(ControlsMixin, App):
         theme_files: Iterable[str | Path] = (),
         deterministic: bool = False,
         export_dir: str | Path | None = None,
-        tap: Sink | None = None,
         intro: str = "",
         placeholder: str = "Ask the agent…",
     ) -> None:
@@ -90,16 +86,11 @@ class SpecTermApp(ControlsMixin, App):
         if deterministic:
             self.animation_level = "none"
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
-        self.tap = tap
         self.intro, self.placeholder = intro, placeholder
-        self.engine = engine
-        self._engine_factory = engine_factory
-        self._runner_spec = runner
-        self._runner_factory = runner_factory
-        self.runner: Runner | None = None
+        self.session = session if session is not None else LiveSession(header=header)
+        self._session_ready = False
         self._engine_error = engine_error
         self._cancel: threading.Event | None = None
-        self._header_event = header
         self._warnings = list(warnings)
         self._gpu = gpu
         self.sampler: Any = None
@@ -146,11 +137,8 @@ class SpecTermApp(ControlsMixin, App):
             self.notify(warning, title="session file", severity="warning", timeout=10)
         if len(self._warnings) > 5:
             self.notify(f"… and {len(self._warnings) - 5} more warnings", severity="warning", timeout=10)
-        if self._header_event is not None:
-            # The recorder (tap) wrote the header when it opened the file: do not write it twice.
-            tap, self.tap = self.tap, None
-            self.apply_events([self._header_event], force=True)
-            self.tap = tap
+        if self.session.header is not None:  # shown, not recorded: the recorder wrote it when it opened
+            self.apply_events([self.session.header], force=True)
         if self.state.mode == "replay":
             self.query_one(Transcript).focus()
             if self._autostart:
@@ -174,19 +162,19 @@ class SpecTermApp(ControlsMixin, App):
             from specterm.telemetry import GpuSampler
 
             nvml = None if self._gpu is True else self._gpu
-            self.sampler = GpuSampler(self.bridge.push, nvml=nvml)
+            self.sampler = GpuSampler(self.session.sink(self.bridge.push), nvml=nvml)
             self.sampler.start()
-        if self.engine is not None:
+        if self.session.engine is not None:
+            self.session.load()  # builds the runner only: the engine is there
             self._engine_ready()
-        elif self._engine_factory is not None:
+        elif self.session.needs_loading:
             self.query_one(PromptInput).read_only = True
             self.query_one(SessionHeader).set_status("starting engine…")
             self.run_worker(self._load_engine, thread=True, group="engine", exit_on_error=False)
 
     def _load_engine(self) -> None:  # worker thread
         try:
-            assert self._engine_factory is not None
-            self.engine = self._engine_factory()
+            self.session.load()
         except Exception as err:  # noqa: BLE001 - any failure becomes the error screen
             self.post_message(EngineLoaded(str(err) or type(err).__name__))
             return
@@ -200,14 +188,8 @@ class SpecTermApp(ControlsMixin, App):
         self._engine_ready()
 
     def _engine_ready(self) -> None:
-        engine = self.engine
-        spec = self._runner_spec
-        if self._runner_factory is not None:
-            self.runner = self._runner_factory(engine)  # e.g. an agent around the loaded engine
-        elif spec is None:
-            self.runner = plain_runner(engine)
-        else:
-            self.runner = spec
+        engine = self.session.engine
+        self._session_ready = True
         if self.state.session is None:
             config = getattr(engine, "config", None)
             caps = getattr(engine, "capabilities", None)
@@ -216,6 +198,15 @@ class SpecTermApp(ControlsMixin, App):
                 models.setdefault("backend", caps.backend)
             self.apply_events([SessionStarted(models=models, config=config.model_dump() if config else {})], force=True)
         self._update_status()
+
+    @property
+    def engine(self) -> Any:
+        return self.session.engine
+
+    @property
+    def runner(self) -> Runner | None:
+        """What a prompt runs, once the engine is ready (``None`` before)."""
+        return self.session.runner if self._session_ready else None
 
     def on_unmount(self) -> None:
         if self._cancel is not None:
@@ -263,7 +254,6 @@ class SpecTermApp(ControlsMixin, App):
         transcript = self.query_one(Transcript)
         state = self.state
         model = transcript.model
-        tap = self.tap
         for ev in events:
             if ev is RESET:
                 state.reset()
@@ -272,8 +262,6 @@ class SpecTermApp(ControlsMixin, App):
                 continue
             state.add(ev)
             model.add(ev)
-            if tap is not None:
-                tap(ev)
         transcript.sync()
         for panel in self.query(Panel):
             panel.flush() if force else panel.mark_stale()
@@ -297,11 +285,10 @@ class SpecTermApp(ControlsMixin, App):
     def _run_prompt(self, text: str, cancel: threading.Event) -> None:  # worker thread
         error = None
         try:
-            assert self.runner is not None
-            self.runner(text, self.bridge.push, cancel)
+            self.session.run(text, self.bridge.push, cancel)
         except Exception as err:  # noqa: BLE001 - shown in the transcript, the app keeps running
             error = str(err) or type(err).__name__
-            self.bridge.push(Error(where="request", message=error))
+            self.session.sink(self.bridge.push)(Error(where="request", message=error))
         self.post_message(RequestDone(error))
 
     def on_request_done(self, _: RequestDone) -> None:
@@ -316,6 +303,7 @@ class SpecTermApp(ControlsMixin, App):
 
 def make_app(
     *,
+    session: LiveSession | None = None,
     engine: Any = None,
     engine_factory: Callable[[], Any] | None = None,
     engine_config: Any = None,
@@ -331,13 +319,13 @@ def make_app(
     theme_files: Iterable[str | Path] = (),
     deterministic: bool = False,
     export_dir: str | Path | None = None,
-    tap: Sink | None = None,
     intro: str = "",
     placeholder: str = "Ask the agent…",
 ) -> SpecTermApp:
     """Build the app.
 
-    Live: pass ``engine`` (built), ``engine_factory`` (called on a worker thread), or
+    Live: pass a ``session`` (``specterm.session.live.LiveSession``: what ``specterm chat`` does; it
+    records), or build one here from ``engine`` (built), ``engine_factory`` (called on a worker thread), or
     ``engine_config`` (loaded with ``specterm.engine.load_engine``); ``header`` is the
     ``session_started`` to show (default: built from the engine's config once it is loaded). A factory that raises shows the
     "engine failed to start" screen. ``runner`` overrides what a prompt runs; ``runner_factory(engine)`` builds
@@ -354,7 +342,6 @@ def make_app(
         theme_files=theme_files,
         deterministic=deterministic,
         export_dir=export_dir,
-        tap=tap,
     )
     if replay is not None:
         if isinstance(replay, (str, Path)):
@@ -371,15 +358,14 @@ def make_app(
             gpu=False,
             **common,
         )
-    if engine is None and engine_factory is None and engine_config is not None:
-        engine_factory = partial(_load_engine, engine_config)
+    if session is None:
+        if engine is None and engine_factory is None and engine_config is not None:
+            engine_factory = partial(_load_engine, engine_config)
+        session = LiveSession(header=header, engine=engine, engine_factory=engine_factory, runner=runner,
+                              runner_factory=runner_factory)
     return SpecTermApp(
         mode="live",
-        engine=engine,
-        engine_factory=engine_factory,
-        runner=runner,
-        runner_factory=runner_factory,
-        header=header,
+        session=session,
         gpu=gpu,
         intro=intro,
         placeholder=placeholder,
