@@ -1,6 +1,7 @@
-"""What a live prompt runs, outside any UI: the plain runner (the bare engine, a multi-turn
-conversation) and the agent runner. ``specterm chat``'s dashboard, and the benchmarks that drive it,
-call a ``Runner`` on a worker thread; nothing here imports textual.
+"""A live session, outside any UI: ``LiveSession`` (clock, header, lazily built engine, runner,
+cancellation, recording) and the runners a prompt goes through — ``plain_runner`` (the bare engine,
+a multi-turn conversation) and ``agent_runner``. ``specterm run`` drives it on the main thread,
+``specterm chat``'s dashboard from worker threads; nothing here imports textual.
 """
 
 from __future__ import annotations
