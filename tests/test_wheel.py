@@ -9,6 +9,7 @@ working directory is a temporary directory, so nothing can be found relative to 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -31,7 +32,12 @@ def test_every_shipped_agent_folder_is_in_the_wheel_data_files():
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+    # Build from a clean copy: setuptools reuses ./build/lib, where a module deleted since the last
+    # local build would otherwise still end up in the wheel.
+    src = tmp / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                                             "__pycache__", ".pytest_cache"))
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
                             "-w", str(tmp / "dist"), "-q"], capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-2000:]
     wheel = next((tmp / "dist").glob("specterm-*.whl"))

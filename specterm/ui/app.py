@@ -14,15 +14,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
 from specterm.events import BaseEvent, Error, SessionStarted
 from specterm.session.live import LiveSession, Runner
 from specterm.ui.bridge import RESET, EventBridge
-from specterm.ui.controls import ControlsMixin
-from specterm.ui.entries import ViewOptions
 from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
@@ -40,23 +38,14 @@ FRAME_S = 1 / 30
 drawn together, instead of the UI redrawing per engine step and taking the GIL from the engine."""
 
 
-class SpecTermApp(ControlsMixin, App):
+class SpecTermApp(App):
+    """Wiring: event sources (live session, replayer, GPU sampler), the event pump, live requests.
+    The dashboard screen (``screens/main.py``) owns the bindings, actions, commands and status."""
+
     CSS_PATH = "app.tcss"
     TITLE = "specterm"
-    BINDINGS = [
-        Binding("escape", "cancel", "cancel"),
-        Binding("space", "toggle_pause", "pause"),
-        Binding("n,full_stop", "step", "step"),
-        Binding("e", "end", "end"),
-        Binding("plus,equals_sign", "faster", "faster"),
-        Binding("minus", "slower", "slower"),
-        # F2 only: a letter would fire while the read-only prompt waits for the engine to start.
-        Binding("f2", "toggle_panels", "panels"),
-        Binding("f3,r", "toggle_rejected", "rejected"),
-        Binding("f4,f", "toggle_forced", "forced"),
-        Binding("f8", "copy_answer", "copy", show=False),
-        Binding("ctrl+s", "export_svg", "svg"),
-    ]
+    # Export works on every screen (the engine-error screen too), so it stays the app's.
+    BINDINGS = [Binding("ctrl+s", "export_svg", "svg")]
 
     def __init__(
         self,
@@ -81,7 +70,6 @@ class SpecTermApp(ControlsMixin, App):
         super().__init__()
         self.state = ViewState(mode)
         self.bridge = EventBridge(lambda: self.post_message(EventsReady()))
-        self.options = ViewOptions()
         self.deterministic = deterministic
         if deterministic:
             self.animation_level = "none"
@@ -126,7 +114,27 @@ class SpecTermApp(ControlsMixin, App):
         return dict(TOKEN_VARIABLES)
 
     def get_default_screen(self) -> Screen:
-        return MainScreen(self)
+        self.main_screen = MainScreen(self)
+        return self.main_screen
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Export SVG", "Save the current view as an SVG file", self.action_export_svg)
+        if isinstance(screen, MainScreen):
+            yield from screen.commands(self.available_themes, partial(setattr, self, "theme"))
+
+    def action_export_svg(self) -> None:
+        path = self.save_screenshot(path=str(self.export_dir))
+        self.notify(f"saved the view to {path}")
+
+    def _update_status(self) -> None:
+        if self._dashboard_ready:
+            self.main_screen.update_status()
+
+    @property
+    def options(self):
+        """The dashboard's view options (rejected drafts, forced marks)."""
+        return self.main_screen.options
 
     def main_screen_ready(self) -> None:
         """Called by ``MainScreen.on_mount`` (its widgets exist only from then on)."""
@@ -295,10 +303,14 @@ class SpecTermApp(ControlsMixin, App):
         self._cancel = None
         self._update_status()
 
-    def action_cancel(self) -> None:
+    @property
+    def request_in_flight(self) -> threading.Event | None:
+        """The cancel event of the running live request, or ``None``."""
+        return self._cancel
+
+    def cancel_request(self) -> None:
         if self._cancel is not None:
             self._cancel.set()
-            self.query_one(SessionHeader).set_status("cancelling…")
 
 
 def make_app(

@@ -1,11 +1,21 @@
 """The dashboard: header, transcript + legend + prompt in the middle, panels at the side (or in a
-row below on narrow terminals), footer with the key bindings."""
+row below on narrow terminals), footer with the key bindings.
+
+The screen owns what the user does with it: its key bindings and actions (view toggles, copy and
+export, replay controls, cancel), its command-palette entries (``commands``, which the app's
+``get_system_commands`` yields) and the header's status text (``update_status``). The app keeps the
+wiring: event sources, the event pump and live requests. The screen reaches the app only through
+``DashboardHost`` (a Protocol), so it does not import the app.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from functools import partial
+from typing import Any, Callable, Iterable, Protocol
 
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -17,9 +27,11 @@ from specterm.ui.widgets.legend import Legend
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.session_header import SessionHeader
 from specterm.ui.widgets.transcript import Transcript
+from specterm.render import inert
+from specterm.ui.entries import ViewOptions
+from specterm.ui.state import ViewState
 
-if TYPE_CHECKING:
-    from specterm.ui.app import SpecTermApp
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 100.0, math.inf)
 
 
 HINT = (
@@ -31,13 +43,52 @@ SHORT_HINT = "Tokens are styled by verdict (legend below). F3 rejected drafts ·
 """After an intro: the two together must fit the transcript of an 80×24 terminal."""
 
 
+class DashboardHost(Protocol):
+    """What the dashboard needs from the app that hosts it."""
+
+    state: ViewState
+    replayer: Any
+    export_dir: Any
+    intro: str
+    placeholder: str
+    deterministic: bool
+    gpu_idle_text: str
+
+    @property
+    def runner(self) -> Any: ...
+
+    @property
+    def request_in_flight(self) -> Any:
+        """The cancel event of the running request, or ``None``."""
+
+    def cancel_request(self) -> None: ...
+
+    def main_screen_ready(self) -> None: ...
+
+
 class MainScreen(Screen):
     # Below 100 columns the side panels move into a row under the transcript (-narrow in app.tcss).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    BINDINGS = [
+        Binding("escape", "cancel", "cancel"),
+        Binding("space", "toggle_pause", "pause"),
+        Binding("n,full_stop", "step", "step"),
+        Binding("e", "end", "end"),
+        Binding("plus,equals_sign", "faster", "faster"),
+        Binding("minus", "slower", "slower"),
+        # F2 only: a letter would fire while the read-only prompt waits for the engine to start.
+        Binding("f2", "toggle_panels", "panels"),
+        Binding("f3,r", "toggle_rejected", "rejected"),
+        Binding("f4,f", "toggle_forced", "forced"),
+        Binding("f8", "copy_answer", "copy", show=False),
+    ]
+    _REPLAY_ONLY = {"toggle_pause", "step", "end", "faster", "slower"}
+    _LIVE_ONLY = {"cancel"}
 
-    def __init__(self, app: "SpecTermApp") -> None:
+    def __init__(self, app: DashboardHost) -> None:
         super().__init__()
         self._owner = app
+        self.options = ViewOptions()
 
     def compose(self) -> ComposeResult:
         app = self._owner
@@ -62,3 +113,98 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self._owner.main_screen_ready()
+
+    def _set_options(self, options: ViewOptions) -> None:
+        self.options = options
+        self.query_one(Transcript).set_options(options)
+        self.query_one(Legend).set_options(options)
+
+    def action_toggle_rejected(self) -> None:
+        self._set_options(ViewOptions(not self.options.show_rejected, self.options.show_forced))
+
+    def action_toggle_forced(self) -> None:
+        self._set_options(ViewOptions(self.options.show_rejected, not self.options.show_forced))
+
+    def action_toggle_panels(self) -> None:
+        self.query_one("#side").toggle_class("-hidden")
+
+    def action_copy_answer(self) -> None:
+        answer = self.query_one(Transcript).model.last_answer
+        if not answer:
+            self.notify("no answer to copy yet", severity="warning")
+            return
+        # Inert: a pasted answer must not carry the model's escape sequences into a terminal.
+        self.app.copy_to_clipboard(inert(answer))
+        self.notify(f"copied the last answer ({len(answer)} characters)")
+
+    # -- replay controls ----------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self._REPLAY_ONLY:
+            return self._owner.replayer is not None
+        if action in self._LIVE_ONLY:
+            return self._owner.replayer is None
+        return True
+
+    def action_toggle_pause(self) -> None:
+        self._owner.replayer.toggle_pause()
+        self.update_status()
+
+    def action_step(self) -> None:
+        self._owner.replayer.step()
+        self.update_status()
+
+    def action_end(self) -> None:
+        self._owner.replayer.jump_to_end()
+
+    def _change_speed(self, direction: int) -> None:
+        speed = self._owner.replayer.speed
+        idx = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed) if math.isfinite(speed) else -i)
+        new = SPEEDS[max(0, min(len(SPEEDS) - 1, idx + direction))]
+        self._owner.replayer.set_speed(new)
+        self.update_status()
+
+    def action_faster(self) -> None:
+        self._change_speed(+1)
+
+    def action_slower(self) -> None:
+        self._change_speed(-1)
+
+    def action_cancel(self) -> None:
+        if self._owner.request_in_flight is not None:
+            self._owner.cancel_request()
+            self.update_status()
+
+    def update_status(self) -> None:
+        """The header's status: the replay's state, or the live request's."""
+        header = self.query_one(SessionHeader)
+        r = self._owner.replayer
+        if r is not None:
+            speed = "max" if math.isinf(r.speed) else f"×{r.speed:g}"
+            if r.finished:
+                state = "done"
+            elif r.paused:
+                state = "⏸ paused"
+            else:
+                state = "▶"
+            header.status = f"{state} {speed} {r.position}/{r.total}"
+        elif (cancel := self._owner.request_in_flight) is not None:
+            header.status = "cancelling…" if cancel.is_set() else "generating…"
+        elif self._owner.runner is not None:
+            header.status = "ready"
+
+    # -- command palette ----------------------------------------------------------------------
+
+    def commands(self, themes: Iterable[str], set_theme: Callable[[str], None]) -> Iterable[SystemCommand]:
+        """This screen's command-palette entries (the app's ``get_system_commands`` yields them)."""
+        yield SystemCommand("Toggle rejected drafts", "Show draft tokens the target threw away, struck through", self.action_toggle_rejected)
+        yield SystemCommand("Toggle forced marks", "Dim tokens the grammar forced (no real choice)", self.action_toggle_forced)
+        yield SystemCommand("Toggle panels", "Show or hide the side panels", self.action_toggle_panels)
+        yield SystemCommand("Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer)
+        if self._owner.replayer is not None:
+            yield SystemCommand("Pause / resume replay", "Space", self.action_toggle_pause)
+            yield SystemCommand("Jump to end of replay", "e", self.action_end)
+            for n in range(self._owner.replayer.agent_steps):
+                yield SystemCommand(f"Jump to agent step {n}", "Replay from the start of this agent step", partial(self._owner.replayer.jump_to_agent_step, n))
+        for name in sorted(t for t in themes if t.startswith("specterm-")):
+            yield SystemCommand(f"Theme: {name}", "Switch to this theme", partial(set_theme, name))

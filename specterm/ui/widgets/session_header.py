@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
 from specterm.render import inert
@@ -29,16 +30,16 @@ class SessionHeader(Widget):
     SessionHeader { height: 1; dock: top; background: $panel; color: $foreground; }
     """
 
+    status: reactive[str] = reactive("")
+    """Engine / replay status shown next to the badge (``starting engine…``, ``paused ×2``); setting
+    it redraws the header (a reactive: no refresh calls to forget)."""
+
     def __init__(self, state: ViewState, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.state = state
-        self.status = ""
-        """Engine / replay status shown next to the badge (``starting engine…``, ``paused ×2``)."""
 
     def set_status(self, status: str) -> None:
-        if status != self.status:
-            self.status = status
-            self.refresh()
+        self.status = status
 
     def describe(self) -> str:
         s = self.state.session

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from textual.content import Content
 from textual.widget import Widget
 
-from specterm.ui.entries import Entry
+from specterm.ui.entries import Entry, ViewOptions
 
-if TYPE_CHECKING:
-    from specterm.ui.widgets.transcript import Transcript
+
+class StyleSource(Protocol):
+    """What a block reads from its transcript (the transcript itself; a Protocol, so this module
+    does not import the one that imports it)."""
+
+    current_styles: dict[str, Any]
+    options: ViewOptions
 
 
 class TranscriptBlock(Widget):
@@ -18,7 +23,7 @@ class TranscriptBlock(Widget):
     TranscriptBlock { height: auto; }
     """
 
-    def __init__(self, entry: Entry, transcript: "Transcript") -> None:
+    def __init__(self, entry: Entry, transcript: StyleSource) -> None:
         super().__init__(classes=f"kind-{entry.kind}")
         self.entry = entry
         self._transcript = transcript
