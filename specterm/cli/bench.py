@@ -75,7 +75,7 @@ def _params(args: argparse.Namespace):
     return generation_params(max_tokens=args.max_tokens, temperature=args.temperature)
 
 
-def _workloads(args: argparse.Namespace, base, console) -> dict[str, list]:
+def _workloads(args: argparse.Namespace, names: list[str], base, console) -> dict[str, list]:
     """Requests per workload, rendered once with the target's template before any engine loads."""
     from specterm.bench.workloads import prompts_from_file, resolve
     from specterm.cli.common import target_renderer
@@ -91,7 +91,6 @@ def _workloads(args: argparse.Namespace, base, console) -> dict[str, list]:
             for r in requests:
                 renderer.text(r)  # no template / a template that refuses: one line, says --raw
         return {"file": requests}
-    names = _list(args.workload, (), str, "--workload")
     return resolve(names, renderer=renderer, agent=args.agent, raw=args.raw,
                    notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False))
 
@@ -126,7 +125,7 @@ def bench(args: argparse.Namespace, base, console) -> int:
         from specterm.agent import load_agent
 
         load_agent(args.agent)  # a bad name is one line now, not after the engines load
-    workloads = _workloads(args, base, console)
+    workloads = _workloads(args, names, base, console)
     runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)

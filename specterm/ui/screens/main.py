@@ -20,6 +20,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from specterm.render import inert
+from specterm.ui.entries import ViewOptions
+from specterm.ui.state import ViewState
 from specterm.ui.widgets.acceptance_panel import AcceptancePanel
 from specterm.ui.widgets.gpu_panel import GpuPanel
 from specterm.ui.widgets.latency_panel import LatencyPanel
@@ -27,9 +30,6 @@ from specterm.ui.widgets.legend import Legend
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.session_header import SessionHeader
 from specterm.ui.widgets.transcript import Transcript
-from specterm.render import inert
-from specterm.ui.entries import ViewOptions
-from specterm.ui.state import ViewState
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 100.0, math.inf)
 

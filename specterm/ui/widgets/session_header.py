@@ -38,9 +38,6 @@ class SessionHeader(Widget):
         super().__init__(id=id)
         self.state = state
 
-    def set_status(self, status: str) -> None:
-        self.status = status
-
     def describe(self) -> str:
         s = self.state.session
         if s is None:
