@@ -138,15 +138,28 @@ def test_untrusted_text_is_inert():
 
 
 def test_token_text_is_incremental_and_rebuilt_on_option_change():
-    model = _model([step("r", i, 0.0, [tok(f"{i}")], tok("|", "bonus"), k=1) for i in range(3)])
+    model = _model([step("r", i, 0.0, [tok(f"{i}")], tok("|\n" if i == 1 else "|", "bonus"), k=1) for i in range(3)])
     entry = model.entries[0]
     part = entry.parts[0]
-    first = part.render(STYLES, ViewOptions())
+    first = part.lines(STYLES, ViewOptions())
+    assert [t.plain for t in first] == ["0|1|", "2|"]
     model.add(step("r", 3, 0.0, [tok("3")], tok("|", "bonus"), k=1))
-    again = part.render(STYLES, ViewOptions())
-    assert again is first and again.plain == "0|1|2|3|"  # appended in place
-    rebuilt = part.render(STYLES, ViewOptions(show_rejected=True))
-    assert rebuilt is not first and rebuilt.plain == "0|1|2|3|"
+    again = part.lines(STYLES, ViewOptions())
+    # The finished line is the same object (wrapped once by the widget); the tail grew in place.
+    assert again[0] is first[0] and again[1] is first[1] and again[1].plain == "2|3|"
+    assert part.render(STYLES, ViewOptions()).plain == "0|1|\n2|3|"
+    rebuilt = part.lines(STYLES, ViewOptions(show_rejected=True))
+    assert rebuilt[0] is not first[0] and [t.plain for t in rebuilt] == ["0|1|", "2|3|"]
+
+
+def test_entry_lines_match_the_whole_block_render():
+    model = _model(demo_events())
+    for entry in model.entries:
+        for opts in (ViewOptions(), ViewOptions(show_rejected=True, show_forced=False)):
+            whole = entry.render(STYLES, opts)
+            lines = entry.lines(STYLES, opts)
+            assert [t.plain for t in lines] == whole.plain.split("\n")
+            assert entry.lines(STYLES, opts)[0] is lines[0]  # unchanged lines are not rebuilt
 
 
 def test_truncated_last_step_with_accepted_beyond_tokens_renders():

@@ -53,11 +53,17 @@ def _cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 class TokensPart:
-    """The tokens of one request, in engine-step order."""
+    """The tokens of one request, in engine-step order, as logical lines (split at ``\n``).
+
+    Built incrementally: only steps added since the last call are styled, and they can only change
+    the last line (the *tail*); the lines before it are finished and are handed out as the same
+    objects every time, so the widget measures and wraps each of them once. Everything is rebuilt
+    only when the styles or the show-rejected / show-forced toggles change."""
 
     def __init__(self) -> None:
         self.steps: list[SpecStep] = []
-        self._text = Text()
+        self._done: list[Text] = []
+        self._tail = Text()
         self._rendered = 0
         self._key: Any = None
 
@@ -67,33 +73,46 @@ class TokensPart:
     def plain(self) -> str:
         return "".join(tok.text for step in self.steps for tok in step.tokens)
 
-    def render(self, styles: dict[str, Style], opts: ViewOptions) -> Text:
+    def lines(self, styles: dict[str, Style], opts: ViewOptions) -> list[Text]:
+        """The logical lines; finished ones are the same objects as last time, and the tail only
+        ever grows in place (so ``(id, len)`` identifies a line's content)."""
         key = (id(styles), opts)
         if key != self._key:
-            self._text, self._rendered, self._key = Text(), 0, key
+            self._done, self._tail, self._rendered, self._key = [], Text(), 0, key
         for step in self.steps[self._rendered :]:
-            self._append_step(self._text, step, styles, opts)
+            self._append_step(step, styles, opts)
         self._rendered = len(self.steps)
-        return self._text
+        return [*self._done, self._tail]
 
-    @staticmethod
-    def _append_step(out: Text, step: SpecStep, styles: dict[str, Style], opts: ViewOptions) -> None:
+    def render(self, styles: dict[str, Style], opts: ViewOptions) -> Text:
+        """All the tokens as one ``Text`` (tests, text selection); the widget draws ``lines``."""
+        return Text("\n").join(self.lines(styles, opts))
+
+    def _append_step(self, step: SpecStep, styles: dict[str, Style], opts: ViewOptions) -> None:
         forced = styles["forced-layer"]
-
-        def put(text: str, style: Style) -> None:
-            # Runs of one style become one span: a 500-token answer of mostly accepted tokens
-            # renders (and converts to Textual Content) far cheaper than one span per token.
-            spans = out.spans
-            end = len(out)
-            if spans and spans[-1].end == end and spans[-1].style == style:
-                out.append(text)
-                spans[-1] = Span(spans[-1].start, len(out), style)
-            else:
-                out.append(text, style)
-
         for text, verdict, is_forced in step_pieces(step, show_rejected=opts.show_rejected):
             style = styles[verdict]
-            put(text, style + forced if opts.show_forced and is_forced else style)
+            style = style + forced if opts.show_forced and is_forced else style
+            first, *rest = text.split("\n")
+            self._put(first, style)
+            for chunk in rest:  # a newline finishes the tail: it never changes again
+                self._done.append(self._tail)
+                self._tail = Text()
+                self._put(chunk, style)
+
+    def _put(self, text: str, style: Style) -> None:
+        # Runs of one style become one span: a 500-token answer of mostly accepted tokens renders
+        # (and converts to Textual Content) far cheaper than one span per token.
+        if not text:
+            return
+        out = self._tail
+        spans = out.spans
+        end = len(out)
+        if spans and spans[-1].end == end and spans[-1].style == style:
+            out.append(text)
+            spans[-1] = Span(spans[-1].start, len(out), style)
+        else:
+            out.append(text, style)
 
 
 @dataclass
@@ -118,6 +137,9 @@ class Entry:
     version: int = 0
     final_text: str = ""
     """The request's own final text (``request_finished.text``), preferred for "copy answer"."""
+    _key: Any = field(default=None, repr=False, compare=False)
+    _static: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Styled lines of the title, ``Line`` parts and footer, for the styles and options in ``_key``."""
 
     @property
     def label(self) -> str:
@@ -140,20 +162,42 @@ class Entry:
     def plain_output(self) -> str:
         return "".join(p.plain() for p in self.parts if isinstance(p, TokensPart))
 
-    def render(self, styles: dict[str, Style], opts: ViewOptions) -> Text:
-        out = Text(no_wrap=False, overflow="fold")
-        out.append(self.label, styles["title"])
-        for part in self.parts:
-            out.append("\n")
+    def lines(self, styles: dict[str, Style], opts: ViewOptions) -> list[Text]:
+        """The block as logical lines (title, parts, footer). A line that did not change since the
+        last call is the same object, and only a request's last line grows in place, so the widget
+        keys its wrapped strips on ``(id(line), len(line))`` and re-wraps only what changed."""
+        key = (id(styles), opts)
+        if key != self._key:
+            self._key, self._static = key, {}
+        static = self._static
+        title = static.get("title")
+        if title is None or title.plain != self.label:
+            title = static["title"] = Text(self.label, styles["title"])
+        out = [title]
+        for i, part in enumerate(self.parts):
             if isinstance(part, TokensPart):
-                out.append_text(part.render(styles, opts))
-            else:
+                out.extend(part.lines(styles, opts))
+                continue
+            cached = static.get(i)
+            if cached is None:  # Line parts never change once added: split and styled once
+                text = Text()
                 if part.prefix:
-                    out.append(part.prefix, styles["meta"])
-                out.append(inert(part.text), styles.get(part.style, styles["body"]))
+                    text.append(part.prefix, styles["meta"])
+                text.append(inert(part.text), styles.get(part.style, styles["body"]))
+                cached = static[i] = list(text.split("\n", allow_blank=True))
+            out.extend(cached)
         if self.footer:
-            out.append("\n")
-            out.append(inert(self.footer), styles[self.footer_style])
+            footer = static.get("footer")
+            if footer is None or footer.plain != inert(self.footer) or static.get("footer_style") != self.footer_style:
+                footer = static["footer"] = Text(inert(self.footer), styles[self.footer_style])
+                static["footer_style"] = self.footer_style
+            out.append(footer)
+        return out
+
+    def render(self, styles: dict[str, Style], opts: ViewOptions) -> Text:
+        """The whole block as one ``Text`` (tests, text selection, export); the widget draws ``lines``."""
+        out = Text("\n", no_wrap=False, overflow="fold").join(self.lines(styles, opts))
+        out.no_wrap, out.overflow = False, "fold"
         return out
 
 

@@ -1,7 +1,8 @@
 """The scrolling transcript: one ``TranscriptBlock`` per entry of a ``TranscriptModel``.
 
 Events are applied to the model by the app (cheap, no widget work); ``sync`` then mounts new blocks
-and repaints changed ones, once per drained batch. Old blocks beyond ``MAX_BLOCKS`` are removed so
+and repaints changed ones, once per drained batch: a block repaints only the rows its new tokens
+touched, and the transcript is laid out again only when a block's height changed. Old blocks beyond ``MAX_BLOCKS`` are removed so
 a 100k-step replay keeps a bounded widget tree (the numbers in the panels still cover everything).
 """
 
@@ -78,7 +79,7 @@ class Transcript(VerticalScroll, can_focus=True):
         for key in dirty:
             block = self._blocks.get(key)
             if block is not None:
-                block.refresh(layout=True)
+                block.entry_changed()  # repaints the rows that changed; a layout only if it grew
         if not self.is_anchored:
             self.call_after_refresh(self._maybe_anchor)
         excess = len(self._blocks) - MAX_BLOCKS
