@@ -1,8 +1,12 @@
-"""Base for the side panels: renders at most ~10 times a second, whatever the event rate.
+"""Base for the side panels: redrawn at a human rate (``MIN_INTERVAL_S``) and only when what they
+show changed, whatever the event rate.
 
-The app marks a panel stale after each batch (``mark_stale``); a panel repaints at once if its last
-repaint is at least ``MIN_INTERVAL_S`` old, otherwise one timer repaints it when that interval is
-up. ``flush`` repaints immediately (tests and the end of a replay use it).
+The app marks a panel stale after each batch (``mark_stale``); a panel rebuilds its text at once if
+its last rebuild is at least ``MIN_INTERVAL_S`` old, otherwise one timer does it when that interval
+is up. The rebuilt text is compared with what is on screen: equal (the numbers did not move, e.g.
+only the transcript changed) means no repaint at all; a change of the number of lines is the only
+case that lays the screen out again. ``flush`` rebuilds immediately (tests, the end of a replay).
+Nothing runs between batches, so an idle dashboard costs nothing here.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from textual.widget import Widget
 
 from specterm.ui.widgets.styles import COMPONENT_CLASSES, style_map
 
-MIN_INTERVAL_S = 0.1
+MIN_INTERVAL_S = 0.25
+"""Four redraws a second at most: numbers that change faster cannot be read anyway, and every
+redraw is CPU taken from the engine on a small machine."""
 
 
 class Panel(Widget):
@@ -29,6 +35,8 @@ class Panel(Widget):
         self._last = 0.0
         self._timer: Timer | None = None
         self._width = 0
+        self._styles: dict[str, Style] | None = None
+        self._shown: Text | None = None  # the text on screen (render() returns it)
 
     def mark_stale(self) -> None:
         if self._timer is not None:
@@ -44,24 +52,44 @@ class Panel(Widget):
             self._timer.stop()
             self._timer = None
         self._last = time.monotonic()
-        self.refresh(layout=True)
+        text = self.body(self.text_styles, self.inner_width)
+        shown = self._shown
+        if shown is not None and text == shown:
+            return  # same numbers: nothing to paint
+        self._shown = text
+        # Height is auto: only a different line count (or a wrapping panel's text) moves anything else.
+        relayout = (shown is None or self.styles.text_wrap != "nowrap"
+                    or text.plain.count("\n") != shown.plain.count("\n"))
+        self.refresh(layout=relayout)
 
     @property
     def text_styles(self) -> dict[str, Style]:
-        return style_map(self)
+        # Resolving component styles is costly (CSS lookups per class): once per theme change.
+        if self._styles is None:
+            self._styles = style_map(self)
+        return self._styles
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = self._shown = None  # rebuilt by the next render, in the new styles
 
     def on_resize(self, event: events.Resize) -> None:
         # Remembered here: asking for content_region inside render() forces a full compositor
         # map during layout, which cost seconds per flood in the throughput benchmark.
-        self._width = event.size.width - self.styles.gutter.width  # Resize carries the outer size
-        self.refresh(layout=True)
+        width = event.size.width - self.styles.gutter.width  # Resize carries the outer size
+        if width != self._width:
+            self._width = width
+            self._shown = None
+            self.refresh(layout=True)
 
     @property
     def inner_width(self) -> int:
         return max(10, self._width or 30)
 
     def render(self) -> Text:
-        return self.body(self.text_styles, self.inner_width)
+        if self._shown is None:
+            self._shown = self.body(self.text_styles, self.inner_width)
+        return self._shown
 
     def body(self, styles: dict[str, Style], width: int) -> Text:  # pragma: no cover - abstract
         raise NotImplementedError
