@@ -1,8 +1,8 @@
 """The specterm app: ``make_app`` builds it for the CLI (live chat, replay) and for tests.
 
 Threading: the engine, the replayer and the NVML sampler each run on their own thread and push
-events into ``EventBridge``; the UI drains it on ``EventsReady`` and updates widgets once per batch
-(panels at most ~10 Hz). Nothing slow runs on the event loop: the engine is built in a thread
+events into ``EventBridge``; the UI drains it on ``EventsReady`` and updates widgets once per batch,
+at a frame rate that keeps the UI thread's CPU share small (``UI_CPU_SHARE``); panels at most 4 Hz. Nothing slow runs on the event loop: the engine is built in a thread
 worker, each prompt runs in a thread worker, and cancelling only sets a ``threading.Event``.
 """
 
@@ -36,6 +36,16 @@ BATCH = 20_000
 FRAME_S = 1 / 30
 """Live batches are applied at most this often: a fast engine's steps queue up in the bridge and are
 drawn together, instead of the UI redrawing per engine step and taking the GIL from the engine."""
+UI_CPU_SHARE = 0.04
+"""The share of one core the UI thread may use while events stream in. The engine runs in this
+process: every millisecond the UI thread computes holds the GIL (and, on a 2-core machine, a core
+its OpenMP threads wait for), so the engine's speed with the dashboard attached is about
+``1 - UI share`` of its headless speed (measured: benchmarks/ui_overhead.py). After a frame that cost
+``c`` CPU seconds (events applied + the repaint they caused), the next waits ``c / UI_CPU_SHARE``:
+cheap frames (a few tokens repainted in place) still come at ``1 / FRAME_S``; costly ones (a new
+block, the transcript scrolling: a full relayout and repaint) come less often, with more in each."""
+MAX_FRAME_S = 0.5
+"""But never fewer than two frames a second while events arrive: the view must stay live."""
 
 
 class SpecTermApp(App):
@@ -90,8 +100,10 @@ class SpecTermApp(App):
         self._autostart = autostart
         self._dashboard_ready = False
         self._last_apply = 0.0
+        self._cpu_at_apply = 0.0
         self._apply_timer_pending = False
         self._early: list[Any] = []
+        self._panels: list[Panel] | None = None
         self.gpu_idle_text = (
             "no GPU samples in this session"
             if mode == "replay"
@@ -139,6 +151,7 @@ class SpecTermApp(App):
     def main_screen_ready(self) -> None:
         """Called by ``MainScreen.on_mount`` (its widgets exist only from then on)."""
         self._dashboard_ready = True
+        self._cpu_at_apply = time.thread_time()  # startup's own work is not a frame's
         for err in self._theme_errors:
             self.notify(err, title="theme file ignored", severity="error", timeout=15)
         for warning in self._warnings[:5]:
@@ -227,7 +240,9 @@ class SpecTermApp(App):
     # -- the event pump -----------------------------------------------------------------------
 
     def on_events_ready(self, _: EventsReady) -> None:
-        wait = self._last_apply + FRAME_S - time.monotonic()
+        # CPU this thread used since the last frame began: that frame's apply and its repaint.
+        spent = time.thread_time() - self._cpu_at_apply
+        wait = self._last_apply + min(MAX_FRAME_S, max(FRAME_S, spent / UI_CPU_SHARE)) - time.monotonic()
         if wait > 0 and not self.deterministic:
             # The bridge's wake-up flag stays set until the timer drains, so producers post nothing
             # meanwhile: one timer, one batch.
@@ -240,6 +255,7 @@ class SpecTermApp(App):
     def _apply_queued(self) -> None:
         self._apply_timer_pending = False
         self._last_apply = time.monotonic()
+        self._cpu_at_apply = time.thread_time()
         events = self.bridge.drain(BATCH)
         if events:
             self.apply_events(events)
@@ -271,7 +287,9 @@ class SpecTermApp(App):
             state.add(ev)
             model.add(ev)
         transcript.sync()
-        for panel in self.query(Panel):
+        if self._panels is None:  # a DOM query per batch costs more than the panels' own check
+            self._panels = list(self.main_screen.query(Panel))
+        for panel in self._panels:
             panel.flush() if force else panel.mark_stale()
         self._update_status()
 
