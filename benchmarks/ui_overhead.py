@@ -1,17 +1,30 @@
-"""Live engine tokens/s with the dashboard attached ÷ headless (the ``specterm run`` printer).
+"""Live engine tokens/s with the dashboard attached ÷ headless, and what the UI thread costs.
 
-One engine (the tiny pair by default, draft_model k=4), loaded once; the same prompts are run
-alternately (A B, B A, ...) through:
+Each workload loads one engine once and runs the same requests alternately (A B, then B A, ...)
+through:
 
-* **headless**: ``engine.generate`` into ``HeadlessPrinter`` writing to an in-memory console, i.e.
+* **headless**: a ``LiveSession`` into ``HeadlessPrinter`` writing to an in-memory console, i.e.
   what ``specterm run`` does minus the real terminal;
-* **UI**: the real app under ``App.run_test()`` (headless Textual, 160×48): the prompt is submitted
-  through ``PromptInput.Submitted``, the engine runs on the app's worker thread, events cross the
-  bridge and are drawn; timed until the request is done and the last batch is applied.
+* **UI**: the real app under ``App.run_test()`` (headless Textual, 160×48, live pacing, not the
+  deterministic test mode): the request is submitted as a user does, runs on the app's worker
+  thread, its events cross the bridge and are drawn.
 
-Prints the median per-pair ratio of decode tokens/s (UI ÷ headless) and its range. Run:
+Engine speed on each side = output tokens ÷ the request's wall time on the thread that runs it (for
+the UI, until the worker returns; the UI's catch-up on the last batch is counted in its CPU below).
 
-    .venv/bin/python benchmarks/ui_overhead.py [--rounds 3] [--max-tokens 96]
+Workloads:
+
+* ``agent`` — the embedded pair running the ``sql_analyst`` agent on its own in-distribution
+  requests (``bench.workloads.AGENT_REQUESTS``): several engine requests, tool calls and results.
+* ``long`` — one answer of ≥ 2,000 tokens: SmolLM2-135M (``specterm models import``) with n-gram
+  speculation (k=4) on a raw prompt, EOS ignored so it runs to ``--max-tokens``; skipped when that
+  model is not in the cache.
+
+Prints, per workload: the median per-pair ratio of tokens/s (UI ÷ headless) with its range; the UI
+(event-loop) thread's CPU time as a share of the request's wall time; and the UI thread's CPU seconds
+per 1,000 live tokens. Also the load averages before and after: other processes share the cores.
+
+    .venv/bin/python benchmarks/ui_overhead.py [--workload agent|long|all] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -19,84 +32,171 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import os
 import statistics
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console
 
-PROMPTS = [
-    'How many orders above 100? {"tool":"query_sql","arguments":{"sql":"SELECT',
-    "Runbook: if the payments queue backs up,",
-    "The customer alice placed",
-]
+LONG_MODEL = Path("~/.cache/specterm/models/smollm2-135m-instruct").expanduser()
+LONG_PROMPTS = ["def fibonacci(n):\n"]
+POLL_S = 0.02
+"""How often the benchmark looks whether a UI request is done: rarely, so that its own wake-ups
+do not take the GIL from the engine (a 2 ms poll cost the UI side a few per cent)."""
 
 
-def headless(engine, prompt, params) -> tuple[int, float]:
+@dataclass
+class Side:
+    rates: list[float] = field(default_factory=list)
+    busy: list[float] = field(default_factory=list)
+    cpu_per_k: list[float] = field(default_factory=list)
+
+
+def count_tokens(sink, counter: list[int]):
+    def counting(event):
+        if event.type == "spec_step":
+            counter[0] += len(event.tokens)
+        sink(event)
+
+    return counting
+
+
+def headless(engine, runner, prompt) -> tuple[int, float]:
     from specterm.headless import HeadlessPrinter
+    from specterm.session.live import LiveSession
 
     printer = HeadlessPrinter(Console(file=io.StringIO(), force_terminal=True, color_system="truecolor"))
+    session = LiveSession(engine=engine, runner=runner)
+    counter = [0]
     t0 = time.perf_counter()
-    done = engine.generate(prompt, params, printer)
-    return done.output_tokens, time.perf_counter() - t0
+    session.run(prompt, count_tokens(printer, counter))
+    return counter[0], time.perf_counter() - t0
 
 
-UI_CPU: list[float] = []
-"""CPU seconds the UI (event-loop) thread used per second of each UI-attached request."""
-
-
-async def with_ui(app, prompt) -> tuple[int, float]:
+async def with_ui(app, prompt, ui: Side) -> tuple[int, float]:
     from specterm.ui.widgets.prompt_input import PromptInput
 
+    ends: list[float] = []
+    run = app.session.run
+
+    def timed_run(*args, **kw):  # on the worker thread: the engine's own wall time
+        try:
+            return run(*args, **kw)
+        finally:
+            ends.append(time.perf_counter())
+
+    app.session.run = timed_run
     before = app.state.summary.session.tokens
     cpu0 = time.thread_time()  # this coroutine runs on the event loop's thread: the UI's CPU
     t0 = time.perf_counter()
     app.post_message(PromptInput.Submitted(prompt))
-    await asyncio.sleep(0.01)
-    while app._cancel is not None or len(app.bridge):
-        await asyncio.sleep(0.002)
+    await asyncio.sleep(POLL_S)
+    while app.request_in_flight is not None or len(app.bridge):
+        await asyncio.sleep(POLL_S)
     app.drain_now()
-    wall = time.perf_counter() - t0
-    UI_CPU.append((time.thread_time() - cpu0) / wall)
-    return app.state.summary.session.tokens - before, wall
+    cpu = time.thread_time() - cpu0
+    app.session.run = run
+    wall = ends[-1] - t0
+    tokens = app.state.summary.session.tokens - before
+    ui.busy.append(cpu / wall)
+    ui.cpu_per_k.append(cpu / max(tokens, 1) * 1000)
+    return tokens, wall
 
 
-async def main_async(rounds: int, max_tokens: int) -> None:
-    from specterm.engine import EngineConfig, GenerationParams, load_engine
-    from specterm.models.defaults import ensure_default_models
-    from specterm.session.live import plain_runner
+async def run_workload(name: str, engine, runner_factory, prompts: list[str], rounds: int) -> list[float]:
     from specterm.ui.app import make_app
+
+    app = make_app(engine=engine, runner_factory=runner_factory, gpu=False, theme_dirs=(), deterministic=False)
+    ui, ratios = Side(), []
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        for prompt in prompts:  # warm-up: first-use costs (grammar, caches) on neither side
+            headless(engine, runner_factory(engine), prompt)
+        for r in range(rounds):
+            for prompt in prompts:
+                order = ("h", "u") if r % 2 == 0 else ("u", "h")
+                rate, count = {}, {}
+                for side in order:
+                    if side == "h":
+                        n, s = headless(engine, runner_factory(engine), prompt)
+                    else:
+                        n, s = await with_ui(app, prompt, ui)
+                    rate[side], count[side] = n / s, n
+                ratios.append(rate["u"] / rate["h"])
+                print(f"  {name} round {r} {prompt[:28]!r}: headless {rate['h']:.1f} tok/s ({count['h']} tok), "
+                      f"UI {rate['u']:.1f} tok/s ({count['u']} tok)", flush=True)
+    print(f"{name}: UI-attached ÷ headless tokens/s: median {statistics.median(ratios):.3f} "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)}); UI thread busy "
+          f"{statistics.median(ui.busy):.1%} of the wall time (median); UI CPU "
+          f"{statistics.median(ui.cpu_per_k):.3f} s per 1,000 live tokens (median)", flush=True)
+    return ratios
+
+
+def agent_workload(rounds: int) -> None:
+    from specterm.agent import load_agent
+    from specterm.bench.workloads import AGENT_REQUESTS
+    from specterm.engine import EngineConfig, load_engine
+    from specterm.models.defaults import ensure_default_models
+    from specterm.session.live import agent_runner
 
     target, draft = ensure_default_models()
     engine = load_engine(EngineConfig(target=str(target), draft=str(draft), method="draft_model"))
+    agent = load_agent("sql_analyst")
+    try:
+        asyncio.run(run_workload("agent", engine, lambda e: agent_runner(agent, e), list(AGENT_REQUESTS), rounds))
+    finally:
+        engine.close()
+
+
+def long_workload(rounds: int, max_tokens: int) -> None:
+    from specterm.engine import EngineConfig, GenerationParams, load_engine
+    from specterm.session.live import plain_runner
+
+    if not (LONG_MODEL / "config.json").is_file():
+        print(f"long: skipped ({LONG_MODEL} not found; `specterm models import smollm2` makes it)")
+        return
+    engine = load_engine(EngineConfig(target=str(LONG_MODEL), method="ngram", num_speculative_tokens=4))
     params = GenerationParams(max_tokens=max_tokens)
-    app = make_app(engine=engine, runner_factory=lambda e: plain_runner(e, params), gpu=False,
-                   theme_dirs=(), deterministic=False)  # live pacing, as a user runs it
-    ratios = []
-    async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause()
-        for prompt in PROMPTS:  # warm-up: first-use costs (grammar, numba, caches) on neither side
-            headless(engine, prompt, params)
-        for r in range(rounds):
-            for prompt in PROMPTS:
-                order = ("h", "u") if r % 2 == 0 else ("u", "h")
-                rate = {}
-                for side in order:
-                    n, s = headless(engine, prompt, params) if side == "h" else await with_ui(app, prompt)
-                    rate[side] = n / s
-                ratios.append(rate["u"] / rate["h"])
-                print(f"round {r} {prompt[:30]!r}: headless {rate['h']:.1f} tok/s, UI {rate['u']:.1f} tok/s")
-    engine.close()
-    print(f"UI-attached ÷ headless tokens/s: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)}); UI thread busy "
-          f"{statistics.median(UI_CPU):.0%} of the wall time (median)")
+    sampling = engine._sampling_params
+
+    def long_answer(p):
+        # The 135M model ends its answers within ~150 tokens; the benchmark needs a long one on both
+        # sides alike, so it ignores EOS (a benchmark-only patch: the product has no such option).
+        out = sampling(p)
+        out.ignore_eos = True
+        return out
+
+    engine._sampling_params = long_answer
+    try:
+        asyncio.run(run_workload("long", engine, lambda e: plain_runner(e, params, raw=True), LONG_PROMPTS, rounds))
+    finally:
+        engine.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--workload", choices=("agent", "long", "all"), default="all")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=2048, help="length of the long answer")
+    parser.add_argument("--frame-s", type=float, help="override the UI's frame interval (experiments)")
+    parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval (experiments)")
     args = parser.parse_args()
-    asyncio.run(main_async(args.rounds, args.max_tokens))
+    if args.frame_s is not None:
+        import specterm.ui.app
+
+        specterm.ui.app.FRAME_S = args.frame_s
+    if args.switch_interval is not None:
+        import sys
+
+        sys.setswitchinterval(args.switch_interval)
+    print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+    if args.workload in ("agent", "all"):
+        agent_workload(args.rounds)
+    if args.workload in ("long", "all"):
+        long_workload(args.rounds, args.max_tokens)
+    print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
