@@ -289,3 +289,23 @@ def test_a_pipe_is_read_too(tmp_path):
     finally:
         writer.join(10)
     assert data.compressed and [e.type for e in data.events] == ["spec_step", "session_ended"]
+
+
+def test_reading_in_pieces_gives_what_reading_at_once_gives(tmp_path):
+    from specterm.session.reader import SessionReader
+    from specterm.session.synthetic import synthetic_session
+
+    header, events = synthetic_session(300, steps_per_request=40)
+    path = tmp_path / "s.jsonl"
+    lines = [header.model_dump_json()] + [e.model_dump_json() for e in events]
+    lines.insert(50, "not json")  # a bad line inside the second piece
+    path.write_text("\n".join(lines) + "\n")
+    whole = read_session(path)
+    with SessionReader(path) as reader:
+        head = reader.read(30)
+        pieces = [head]
+        while not reader.done:
+            pieces.append(reader.read(100))
+    assert len(head) == 30  # the 30 lines after the header (the bad line is in a later piece)
+    assert [e for piece in pieces for e in piece] == whole.events == reader.data.events
+    assert reader.data.warnings == whole.warnings and any("line 51: not JSON" in w for w in whole.warnings)

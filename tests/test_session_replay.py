@@ -282,3 +282,30 @@ def test_sink_may_call_back_into_the_replayer(stop_all):
     r.start()
     assert r.wait_idle(WAIT) and r.paused
     assert seen[-1].type == "spec_step" and len(seen) == 3
+
+
+def test_a_file_still_loading_is_replayed_whole_and_in_order():
+    _, events = synthetic_session(60, steps_per_request=20)
+    seen: list = []
+    r = Replayer(events[:10], seen.append, speed=math.inf, loading=True)
+    r.start()
+    r.jump_to_end()  # the real end is not read yet: the jump waits for it
+    r.extend(events[10:40])
+    assert not r.finished
+    r.extend(events[40:])
+    r.done_loading()
+    assert r.wait_idle(WAIT) and r.finished
+    assert seen == events and r.total == len(events)
+
+
+def test_a_jump_past_the_loaded_agent_steps_waits_for_them():
+    events = _agent_session()
+    seen: list = []
+    r = Replayer(events[:3], seen.append, speed=math.inf, loading=True)
+    r.pause()
+    r.start()
+    r.jump_to_agent_step(1)  # agent step 1 starts at index 6, not loaded yet
+    r.extend(events[3:])
+    r.done_loading()
+    assert r.wait_idle(WAIT)
+    assert seen == events[:7]

@@ -370,3 +370,27 @@ def test_plain_chat_keeps_the_conversation_and_a_too_long_prompt_is_an_error_ent
     kinds, roles = run(main())
     assert "error" in kinds  # shown in the transcript; the app took the next prompt
     assert roles == ["user", "assistant", "user"]  # "one" and its answer, then "two"
+
+
+def test_a_long_file_opens_on_its_first_lines_and_replays_whole(tmp_path, monkeypatch):
+    import specterm.ui.app as ui_app
+
+    monkeypatch.setattr(ui_app, "HEAD_LINES", 50)
+    monkeypatch.setattr(ui_app, "LOAD_CHUNK", 120)
+    header, events = synthetic_session(400, steps_per_request=40)
+    path = write_session(tmp_path, header, events)
+
+    async def main():
+        app = make_app(replay=path, speed=0, autostart=False, theme_dirs=(), deterministic=True)
+        opened_with = app.replayer.total  # before the first frame: only the head is read
+        async with app.run_test() as pilot:
+            app.replayer.start()
+            await until(pilot, lambda: app.replayer.finished)
+            app.drain_now()
+            await pilot.pause()
+            return opened_with, app.state.summary.as_dict(), app.replayer.loading
+
+    opened_with, got, loading = run(main())
+    data = read_session(path)
+    assert opened_with == 50 and not loading
+    assert got == summarize(data.events).as_dict()  # nothing lost, nothing twice

@@ -67,6 +67,19 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.json and not (args.summary or args.headless):
         args.headless = True  # JSONL events only make sense headless
+    note = None
+    if not (args.summary or args.headless):
+        if not sys.stdout.isatty():
+            note = "standard output is not a terminal; replaying headless"
+        else:
+            try:
+                from specterm.ui.app import run_replay_app  # Textual: imported only when needed
+            except ImportError as err:
+                note = f"the dashboard is not available ({err}); replaying headless"
+            else:
+                # The dashboard reads the file itself: the header and first events before its first
+                # frame, the rest on a worker while it plays (its warnings appear when it is read).
+                return int(run_replay_app(args.file, speed=1.0 if args.speed is None else args.speed) or 0)
     # The events live until the process exits: let the GC stop rescanning them (see read_session).
     data = read_session(args.file, freeze_gc=True)
     for warning in data.warnings:
@@ -74,16 +87,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.summary:
         with _writing_output():
             return print_summary(data, as_json=args.json)
-    if not args.headless:
-        if not sys.stdout.isatty():
-            _note("standard output is not a terminal; replaying headless")
-        else:
-            try:
-                from specterm.ui.app import run_replay_app  # Textual: imported only when needed
-            except ImportError as err:
-                _note(f"the dashboard is not available ({err}); replaying headless")
-            else:
-                return int(run_replay_app(data, speed=1.0 if args.speed is None else args.speed) or 0)
+    if note:
+        _note(note)
     return replay_headless(data, speed=math.inf if args.speed is None else args.speed,
                            as_json=args.json, show_rejected=args.show_rejected)
 

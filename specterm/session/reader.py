@@ -246,83 +246,143 @@ def read_session(
     or so objects of a big session (each full rescan costs about as much as the parse itself).
     The cost: cyclic garbage among objects alive at that moment is never collected, so a library
     caller in a long-running process should leave it off."""
-    path = Path(path)
-    name = str(path)
-    stream, raw = _open(path)
-    compressed = stream is not raw
-    # Parsing allocates ~10 objects per token step and frees none, so the cyclic GC would rescan
-    # the growing list over and over (≈ 2× the parse time for a 100k-step file). Events hold no
-    # reference cycles; pausing collection while parsing is safe, and it is restored after.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        with raw, stream:
-            lines = _Lines(stream, max_line_bytes)
-            header, version = _read_header(lines, name)
-            data = SessionData(path=path, header=header, format_version=version, compressed=compressed)
-            _read_events(lines, data, name, migrate.migrator(version))
-    except OSError as err:  # e.g. EIO from a failing disk, mid-file
-        raise SessionFileError(f"{name}: read failed: {err.strerror or err}") from None
-    finally:
-        if freeze_gc:
-            gc.freeze()
-        if gc_was_enabled:
-            gc.enable()
-    return data
+    with SessionReader(path, max_line_bytes=max_line_bytes) as reader:
+        reader.read()
+    if freeze_gc:
+        gc.freeze()
+    return reader.data
 
 
-def _read_events(lines: _Lines, data: SessionData, name: str, upgrade: migrate.Migration | None) -> None:
-    problems = _Problems(name)
-    unknown: dict[str | None, int] = {}
-    events = data.events
-    # Hot loop (100k+ lines): locals instead of attribute lookups, and no exception raised on the
-    # happy path.
-    append = events.append
-    validate_json = EVENT_ADAPTER.validator.validate_json
-    validate_python = EVENT_ADAPTER.validator.validate_python
-    readline, limit = lines.readline, lines.limit
-    cap = limit + 1
-    number = lines.number
-    while True:
+class SessionReader:
+    """A session file read in pieces: the header when opened, then ``read(limit)`` events at a
+    time, so a dashboard can show the first events of a 100,000-step file at once and read the rest
+    on a worker thread. ``data`` holds what was read so far; its warnings are complete once the
+    reader is closed (``close`` or the end of a ``with`` block). Same policy as ``read_session``
+    (which is this, read to the end)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.path = path = Path(path)
+        self.name = name = str(path)
+        stream, self._raw = _open(path)
+        self._stream = stream
+        self.done = False
         try:
-            line = readline(cap)
-            if not line:
-                break
-            number += 1
-            if len(line) > limit and not line.endswith(b"\n"):
-                length = lines.discard_rest(line)
-                problems.add(number, f"{length} bytes, over the {_size(limit)} line limit; skipped")
-                continue
-        except _DECOMPRESS_ERRORS as err:
+            self._lines = _Lines(stream, max_line_bytes)
+            header, version = self._parsing(lambda: _read_header(self._lines, name))
+        except BaseException:
+            self._close_files()
+            raise
+        self.data = SessionData(path=path, header=header, format_version=version, compressed=stream is not self._raw)
+        self._upgrade = migrate.migrator(version)
+        self._problems = _Problems(name)
+        self._unknown: dict[str | None, int] = {}
+
+    def __enter__(self) -> SessionReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _parsing(self, work):
+        # Parsing allocates ~10 objects per token step and frees none, so the cyclic GC would rescan
+        # the growing list over and over (≈ 2× the parse time for a 100k-step file). Events hold no
+        # reference cycles; pausing collection while parsing is safe, and it is restored after.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return work()
+        except OSError as err:  # e.g. EIO from a failing disk, mid-file
+            raise SessionFileError(f"{self.name}: read failed: {err.strerror or err}") from None
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def read(self, limit: int | None = None) -> list[Event]:
+        """Read up to ``limit`` more lines (all, with ``None``); returns the events among them."""
+        if self.done:
+            return []
+        try:
+            return self._parsing(lambda: self._read_events(limit))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop reading; the warnings about the whole file (or what was read of it) are added."""
+        if self._stream is None:
+            return
+        self._close_files()
+        if not self.done:
+            return  # abandoned early: no end-of-file verdicts about a file not read to the end
+        data, unknown = self.data, self._unknown
+        data.warnings.extend(self._problems.lines())
+        if unknown:
+            data.skipped_unknown = sum(unknown.values())
+            names = sorted(k for k in unknown if k is not None)
+            kinds = ", ".join(_show(k) for k in names[:5]) + (", …" if len(unknown) > 5 else "")
             data.warnings.append(
-                f"{name}: compressed data is damaged after line {number} ({err}); replaying what came before"
+                f"{self.name}: skipped {data.skipped_unknown} events of unknown type ({kinds}); "
+                "written by a newer specterm?"
             )
-            break
-        if upgrade is None:
+        _check_times(data, self.name)
+        if not data.events or data.events[-1].type != "session_ended":
+            data.warnings.append(f"{self.name}: no session_ended event at the end; the session may be incomplete "
+                                 "(recording interrupted?)")
+
+    def _close_files(self) -> None:
+        stream, raw = self._stream, self._raw
+        self._stream = None
+        try:
+            if stream is not None and stream is not raw:
+                stream.close()
+        finally:
+            raw.close()
+
+    def _read_events(self, limit: int | None) -> list[Event]:
+        lines, data, name, upgrade = self._lines, self.data, self.name, self._upgrade
+        problems, unknown = self._problems, self._unknown
+        new: list[Event] = []
+        # Hot loop (100k+ lines): locals instead of attribute lookups, and no exception raised on the
+        # happy path.
+        append = new.append
+        validate_json = EVENT_ADAPTER.validator.validate_json
+        validate_python = EVENT_ADAPTER.validator.validate_python
+        readline, max_bytes = lines.readline, lines.limit
+        cap = max_bytes + 1
+        number = lines.number
+        stop = math.inf if limit is None else number + limit
+        while number < stop:
             try:
-                append(validate_json(line))
-            except ValidationError:
-                _classify(line, number, problems, unknown)
-        else:
-            try:
-                obj = json.loads(line.decode("utf-8"))
-                # A migration sees only objects; whatever it trips over makes the line bad, not the file.
-                append(validate_python(upgrade(obj) if isinstance(obj, dict) else obj))
-            except Exception:  # noqa: BLE001
-                _classify(line, number, problems, unknown)
-    data.warnings.extend(problems.lines())
-    if unknown:
-        data.skipped_unknown = sum(unknown.values())
-        names = sorted(k for k in unknown if k is not None)
-        kinds = ", ".join(_show(k) for k in names[:5]) + (", …" if len(unknown) > 5 else "")
-        data.warnings.append(
-            f"{name}: skipped {data.skipped_unknown} events of unknown type ({kinds}); "
-            "written by a newer specterm?"
-        )
-    _check_times(data, name)
-    if not events or events[-1].type != "session_ended":
-        data.warnings.append(f"{name}: no session_ended event at the end; the session may be incomplete "
-                             "(recording interrupted?)")
+                line = readline(cap)
+                if not line:
+                    self.done = True
+                    break
+                number += 1
+                if len(line) > max_bytes and not line.endswith(b"\n"):
+                    length = lines.discard_rest(line)
+                    problems.add(number, f"{length} bytes, over the {_size(max_bytes)} line limit; skipped")
+                    continue
+            except _DECOMPRESS_ERRORS as err:
+                data.warnings.append(
+                    f"{name}: compressed data is damaged after line {number} ({err}); replaying what came before"
+                )
+                self.done = True
+                break
+            if upgrade is None:
+                try:
+                    append(validate_json(line))
+                except ValidationError:
+                    _classify(line, number, problems, unknown)
+            else:
+                try:
+                    obj = json.loads(line.decode("utf-8"))
+                    # A migration sees only objects; whatever it trips over makes the line bad, not the file.
+                    append(validate_python(upgrade(obj) if isinstance(obj, dict) else obj))
+                except Exception:  # noqa: BLE001
+                    _classify(line, number, problems, unknown)
+        lines.number = number
+        data.events.extend(new)
+        return new
 
 
 def _size(n: int) -> str:

@@ -35,6 +35,9 @@ from specterm.events import Event
 MAX_GAP_S = 5.0
 """Longest wait between two events at speed 1, in recorded seconds (see module docstring)."""
 
+_END = -1
+"""A jump's target meaning "the last event", resolved when the jump runs (the file may be loading)."""
+
 _CATCH_UP_S = 1.0
 # If the thread falls behind schedule by more than this (a slow sink, a suspended laptop), it
 # re-anchors on "now" instead of bursting to catch up.
@@ -48,9 +51,14 @@ def _normalise_speed(speed: float) -> float:
 
 def _waits(events: Sequence[Event], max_gap_s: float | None) -> list[float]:
     """Recorded seconds to wait before each event (0 for the first), clamped as documented."""
+    return _waits_from(events, max_gap_s, None)[0]
+
+
+def _waits_from(events: Sequence[Event], max_gap_s: float | None, latest: float | None) -> tuple[list[float], float | None]:
+    """``_waits`` continuing after the events before (``latest``: the latest finite time they
+    had), and the latest time now: a file still loading arrives in pieces."""
     cap = math.inf if max_gap_s is None else max_gap_s
     waits: list[float] = []
-    latest: float | None = None
     for event in events:
         t = event.t
         if not math.isfinite(t):
@@ -63,7 +71,7 @@ def _waits(events: Sequence[Event], max_gap_s: float | None) -> list[float]:
         waits.append(min(max(t - latest, 0.0), cap))
         if t > latest:
             latest = t
-    return waits
+    return waits, latest
 
 
 class Replayer:
@@ -73,8 +81,13 @@ class Replayer:
     backwards jump is ignored (re-emitting would show the consumer every event twice).
 
     Public state, safe to read from any thread: ``paused``, ``finished`` (every event emitted),
-    ``position`` (events emitted so far), ``total``, ``error`` (an exception the sink raised,
-    which stops the replay).
+    ``position`` (events emitted so far), ``total``, ``loading`` (more events are still being
+    read), ``error`` (an exception the sink raised, which stops the replay).
+
+    A long file need not be read before the replay starts: pass ``loading=True`` with the events
+    read so far, then ``extend`` from the reading thread and ``done_loading`` at the end. Until
+    then the replay waits at the last loaded event instead of finishing, and a jump to the end
+    (or past the loaded agent steps) waits for the file's real end.
     """
 
     def __init__(
@@ -85,14 +98,20 @@ class Replayer:
         speed: float = 1.0,
         on_reset: Callable[[], None] | None = None,
         max_gap_s: float | None = MAX_GAP_S,
+        loading: bool = False,
     ) -> None:
-        self._events = list(events)
         self._sink = sink
         self._on_reset = on_reset
         self._speed = _normalise_speed(speed)
-        self._waits = _waits(self._events, max_gap_s)
-        self._spec_steps = [i for i, e in enumerate(self._events) if e.type == "spec_step"]
-        self._agent_starts = [i for i, e in enumerate(self._events) if e.type == "agent_step_started"]
+        self._max_gap_s = max_gap_s
+        self._events: list[Event] = []
+        self._waits: list[float] = []
+        self._latest: float | None = None
+        self._spec_steps: list[int] = []
+        self._agent_starts: list[int] = []
+        self.loading = loading
+        self.total = 0
+        self._add(events)
         self._cond = threading.Condition()
         self._commands: deque[tuple[str, int]] = deque()
         self._thread: threading.Thread | None = None
@@ -106,8 +125,28 @@ class Replayer:
         self.paused = False
         self.finished = False
         self.position = 0
-        self.total = len(self._events)
         self.error: BaseException | None = None
+
+    def _add(self, events: Sequence[Event]) -> None:
+        base = len(self._events)
+        waits, self._latest = _waits_from(events, self._max_gap_s, self._latest)
+        self._events.extend(events)
+        self._waits.extend(waits)
+        self._spec_steps.extend(base + i for i, e in enumerate(events) if e.type == "spec_step")
+        self._agent_starts.extend(base + i for i, e in enumerate(events) if e.type == "agent_step_started")
+        self.total = len(self._events)
+
+    def extend(self, events: Sequence[Event]) -> None:
+        """More events of a file still loading (any thread), in file order."""
+        with self._cond:
+            self._add(events)
+            self._cond.notify_all()
+
+    def done_loading(self) -> None:
+        """The file is read: the replay may finish, and jumps to the end go to the real end."""
+        with self._cond:
+            self.loading = False
+            self._cond.notify_all()
 
     # -- information ------------------------------------------------------------------------------
 
@@ -173,14 +212,11 @@ class Replayer:
         """Emit instantly through the start of agent step ``n`` (0-based: the ``n``-th
         ``agent_step_started`` event, inclusive). Behind the current position: ``on_reset()`` and
         re-emit from the start. ``n`` past the last step jumps to the end; ``n < 0`` to step 0."""
-        if not self._agent_starts or n >= len(self._agent_starts):
-            self._command("to", self.total)
-        else:
-            self._command("to", self._agent_starts[max(n, 0)] + 1)
+        self._command("step_n", n)
 
     def jump_to_end(self) -> None:
-        """Emit everything left, instantly."""
-        self._command("to", self.total)
+        """Emit everything left, instantly (once the file is read, if it is still loading)."""
+        self._command("to", _END)
 
     def set_speed(self, speed: float) -> None:
         """Change the speed; the wait in progress is rescaled, not restarted."""
@@ -251,8 +287,17 @@ class Replayer:
             if self._stopped or self.error is not None:
                 return None
             if self._commands:
-                kind, arg = self._commands.popleft()
+                kind, arg = self._commands[0]
+                if self.loading and (arg == _END if kind == "to" else kind == "step_n" and arg >= len(self._agent_starts)):
+                    cond.wait()  # the target is not read yet: wait for the loader
+                    continue
+                self._commands.popleft()
                 self._due = self._left = self._anchor = None
+                if kind == "step_n":  # jump to agent step ``arg`` (past the last one: the end)
+                    starts = self._agent_starts
+                    kind, arg = "to", (starts[max(arg, 0)] + 1 if starts and arg < len(starts) else self.total)
+                elif arg == _END:
+                    arg = self.total
                 if kind == "step":
                     i = bisect.bisect_left(self._spec_steps, self.position)
                     end = self._spec_steps[i] + 1 if i < len(self._spec_steps) else self.position + 1
@@ -262,6 +307,9 @@ class Replayer:
                         continue  # cannot un-show events: ignore (see class docstring)
                     return True, 0, arg
                 return False, self.position, arg
+            if self.position >= self.total and self.loading:
+                cond.wait()  # caught up with the loader: wait for more events
+                continue
             if self.position >= self.total:
                 self.finished = True
                 cond.notify_all()

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from specterm.events import BaseEvent, Error, SessionStarted
 from specterm.session.live import LiveSession, Runner
 from specterm.ui.bridge import RESET, EventBridge
-from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone
+from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone, SessionLoaded
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
 from specterm.ui.state import ViewState
@@ -46,6 +46,10 @@ cheap frames (a few tokens repainted in place) still come at ``1 / FRAME_S``; co
 block, the transcript scrolling: a full relayout and repaint) come less often, with more in each."""
 MAX_FRAME_S = 0.5
 """But never fewer than two frames a second while events arrive: the view must stay live."""
+HEAD_LINES = 2_000
+"""Lines of a session file read before the dashboard opens (a few ms): the replay starts on them
+while a worker reads the rest (``LOAD_CHUNK`` lines at a time), so a 100,000-step file opens at once."""
+LOAD_CHUNK = 5_000
 
 
 class SpecTermApp(App):
@@ -76,6 +80,7 @@ class SpecTermApp(App):
         export_dir: str | Path | None = None,
         intro: str = "",
         placeholder: str = "Ask the agent…",
+        loader: Any = None,
     ) -> None:
         super().__init__()
         self.state = ViewState(mode)
@@ -96,7 +101,10 @@ class SpecTermApp(App):
         if mode == "replay":
             from specterm.session.replay import Replayer
 
-            self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset)
+            self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset,
+                                     loading=loader is not None)
+        self._loader = loader
+        """A ``SessionReader`` with the rest of a long file still to read (replay), or ``None``."""
         self._autostart = autostart
         self._dashboard_ready = False
         self._last_apply = 0.0
@@ -154,14 +162,15 @@ class SpecTermApp(App):
         self._cpu_at_apply = time.thread_time()  # startup's own work is not a frame's
         for err in self._theme_errors:
             self.notify(err, title="theme file ignored", severity="error", timeout=15)
-        for warning in self._warnings[:5]:
-            self.notify(warning, title="session file", severity="warning", timeout=10)
-        if len(self._warnings) > 5:
-            self.notify(f"… and {len(self._warnings) - 5} more warnings", severity="warning", timeout=10)
+        self._show_warnings()
         if self.session.header is not None:  # shown, not recorded: the recorder wrote it when it opened
             self.apply_events([self.session.header], force=True)
         if self.state.mode == "replay":
             self.query_one(Transcript).focus()
+            if self._loader is not None:
+                # After the first frame is painted: reading holds the GIL, and would delay it.
+                self.call_after_refresh(self.run_worker, self._load_rest, thread=True, group="load",
+                                        exit_on_error=False)
             if self._autostart:
                 self.replayer.start()
             if not self.deterministic:
@@ -174,6 +183,32 @@ class SpecTermApp(App):
             early, self._early = self._early, []
             self.apply_events(early, force=True)
         self._update_status()
+
+    def _load_rest(self) -> None:  # worker thread
+        """Read the rest of a long session file into the replayer, then report its warnings."""
+        loader, error = self._loader, None
+        try:
+            while not loader.done:
+                self.replayer.extend(loader.read(LOAD_CHUNK))
+            loader.close()
+        except Exception as err:  # noqa: BLE001 - a file that fails mid-way: replay what was read
+            error = str(err) or type(err).__name__
+            loader.close()
+        finally:
+            self.replayer.done_loading()
+        self.post_message(SessionLoaded(list(loader.data.warnings) + ([error] if error else [])))
+
+    def on_session_loaded(self, message: SessionLoaded) -> None:
+        self._loader = None
+        self._warnings = message.warnings
+        self._show_warnings()
+        self._update_status()
+
+    def _show_warnings(self) -> None:
+        for warning in self._warnings[:5]:
+            self.notify(warning, title="session file", severity="warning", timeout=10)
+        if len(self._warnings) > 5:
+            self.notify(f"… and {len(self._warnings) - 5} more warnings", severity="warning", timeout=10)
 
     def _start_live(self) -> None:
         if self._engine_error is not None:
@@ -374,15 +409,28 @@ def make_app(
         export_dir=export_dir,
     )
     if replay is not None:
+        loader = None
         if isinstance(replay, (str, Path)):
-            from specterm.session.reader import read_session
+            from specterm.session.reader import SessionReader
 
-            replay = read_session(replay)
+            # The header and the first lines now (a bad file fails here, before any UI); the rest
+            # is read by a worker while the replay plays (see HEAD_LINES).
+            loader = SessionReader(replay)
+            try:
+                loader.read(HEAD_LINES)
+            except BaseException:
+                loader.close()
+                raise
+            if loader.done:
+                loader.close()
+            replay = loader.data
+            loader = None if loader.done else loader
         return SpecTermApp(
             mode="replay",
             header=replay.header,
             events=replay.events,
-            warnings=replay.warnings,
+            warnings=replay.warnings if loader is None else (),  # complete once the file is read
+            loader=loader,
             speed=speed,
             autostart=autostart,
             gpu=False,

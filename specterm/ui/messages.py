@@ -29,3 +29,11 @@ class EngineLoaded(Message):
     def __init__(self, error: str | None = None) -> None:
         super().__init__()
         self.error = error
+
+
+class SessionLoaded(Message):
+    """The worker that read the rest of a long session file is done; its warnings are complete."""
+
+    def __init__(self, warnings: list[str]) -> None:
+        super().__init__()
+        self.warnings = warnings

@@ -187,7 +187,8 @@ class MainScreen(Screen):
                 state = "⏸ paused"
             else:
                 state = "▶"
-            header.status = f"{state} {speed} {r.position}/{r.total}"
+            total = f"{r.total}+ (reading)" if r.loading else str(r.total)  # a long file still loading
+            header.status = f"{state} {speed} {r.position}/{total}"
         elif (cancel := self._owner.request_in_flight) is not None:
             header.status = "cancelling…" if cancel.is_set() else "generating…"
         elif self._owner.runner is not None:
