@@ -34,20 +34,28 @@ class SpecStats:
     accepted_per_pos: list[int] = field(default_factory=list)
 
     def add_step(self, step: SpecStep) -> None:
-        self.steps += 1
+        by_verdict, forced = self.by_verdict, 0
         for tok in step.tokens:
-            self.by_verdict[tok.verdict] += 1
-            self.forced += tok.forced
+            by_verdict[tok.verdict] += 1
+            forced += tok.forced
+        self._add_step_counts(step, forced)
+
+    def _add_step_counts(self, step: SpecStep, forced: int) -> None:
+        """Everything of ``add_step`` but the per-token verdict counts (``SessionSummary.add_step``
+        counts tokens once for both of its scopes: that loop is most of a file summary's time)."""
+        self.steps += 1
+        self.forced += forced
         self.rejected += len(step.rejected)
         k = len(step.drafted)
         if k or step.invalid_drafts:
             self.drafts += 1
             self.draft_tokens += k
             self.accepted += step.accepted
-            if len(self.accepted_per_pos) < k:
-                self.accepted_per_pos.extend([0] * (k - len(self.accepted_per_pos)))
+            per_pos = self.accepted_per_pos
+            if len(per_pos) < k:
+                per_pos.extend([0] * (k - len(per_pos)))
             for i in range(step.accepted):
-                self.accepted_per_pos[i] += 1
+                per_pos[i] += 1
 
     @property
     def tokens(self) -> int:
@@ -126,13 +134,25 @@ class SessionSummary:
             req = self.requests[request_id] = RequestSummary(request_id)
         return req
 
+    def add_step(self, step: SpecStep) -> None:
+        """One engine step. Duck-typed: anything with ``SpecStep``'s fields (the fast file summary
+        passes its own slim structs, ``session/fast_summary.py``)."""
+        session, request = self.session, self.request(step.request_id).stats
+        in_session, in_request, forced = session.by_verdict, request.by_verdict, 0
+        for tok in step.tokens:
+            verdict = tok.verdict
+            in_session[verdict] += 1
+            in_request[verdict] += 1
+            forced += tok.forced
+        session._add_step_counts(step, forced)
+        request._add_step_counts(step, forced)
+        self.step_wall_s.append(step.wall_s)
+        if step.drafted:
+            self.step_accept.append(step.accepted / len(step.drafted))
+
     def add(self, event: BaseEvent) -> None:
         if isinstance(event, SpecStep):
-            self.session.add_step(event)
-            self.request(event.request_id).stats.add_step(event)
-            self.step_wall_s.append(event.wall_s)
-            if event.drafted:
-                self.step_accept.append(event.accepted / len(event.drafted))
+            self.add_step(event)
         elif isinstance(event, RequestFinished):
             req = self.request(event.request_id)
             req.ttft_s, req.wall_s = event.ttft_s, event.wall_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from specterm.errors import SessionFileError
 from specterm.events import SpecStep, Token, UserMessage, dump_event
 from specterm.render import step_text
 from specterm.session import read_session
+from specterm.session.fast_summary import summarize_file
 from specterm.session.synthetic import synthetic_header, synthetic_session
+from specterm.stats import summarize
 
 HEADER = dump_event(synthetic_header())
 STEP = dump_event(
@@ -257,8 +260,14 @@ def _read_fuzzed(content: bytes) -> None:
         data = read_session(path)
     except SessionFileError as err:
         assert str(err).isprintable()  # one line, no control characters from the file
+        with pytest.raises(SessionFileError, match=re.escape(str(err))):
+            summarize_file(path)
         return
     assert all(isinstance(w, str) and w.isprintable() for w in data.warnings)
+    # The fast summary (msgspec for spec steps) accepts, skips and warns exactly as the reader does.
+    fast_data, fast = summarize_file(path)
+    assert fast_data.warnings == data.warnings and fast_data.skipped_unknown == data.skipped_unknown
+    assert repr(fast.as_dict()) == repr(summarize(data.events).as_dict())  # repr: NaN == NaN
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -293,7 +302,6 @@ def test_a_pipe_is_read_too(tmp_path):
 
 def test_reading_in_pieces_gives_what_reading_at_once_gives(tmp_path):
     from specterm.session.reader import SessionReader
-    from specterm.session.synthetic import synthetic_session
 
     header, events = synthetic_session(300, steps_per_request=40)
     path = tmp_path / "s.jsonl"

@@ -6,6 +6,7 @@ import gc
 import json
 
 import pytest
+from pydantic_core import PydanticUndefined
 
 from specterm.cli import main
 from specterm.events import AgentStepStarted, RequestFinished, SpecStep, Token
@@ -82,3 +83,32 @@ def test_cli_summary_table_shows_the_figures(session_file, capsys):
     assert "1: 0.67  2: 0.33  3: 0.33  4: 0.33" in out
     assert "accepted 5" in out and "correction 2" in out and "bonus 1" in out and "target 1" in out
     assert "mean 25.0" in out and "p95 40.0" in out  # step latency, ms
+
+
+def test_the_fast_summary_structs_mirror_the_events():
+    # fast_summary decodes spec steps into its own structs: they must stay field for field in step
+    # with the events (a field added to SpecStep or Token must be added there too).
+    import msgspec
+
+    from specterm.session.fast_summary import _SpecStep, _Token
+
+    for struct, model in ((_SpecStep, SpecStep), (_Token, Token)):
+        ours = {f.name: (f.default_factory() if f.default_factory is not msgspec.NODEFAULT
+                         else None if f.default is msgspec.NODEFAULT else f.default)
+                for f in msgspec.structs.fields(struct)}
+        theirs = {name: f.get_default(call_default_factory=True) for name, f in model.model_fields.items()
+                  if name != "type"}
+        theirs = {k: (None if v is PydanticUndefined else v) for k, v in theirs.items()}
+        assert ours == theirs, struct.__name__
+        types = {f.name: f.type for f in msgspec.structs.fields(struct)}
+        types = {k: (list[Token] if v == list[_Token] else v) for k, v in types.items()}
+        assert types == {name: f.annotation for name, f in model.model_fields.items() if name != "type"}
+
+
+def test_fast_summary_equals_reading_and_summarising(session_file):
+    from specterm.session.fast_summary import summarize_file
+
+    data, summary = summarize_file(session_file)
+    whole = read_session(session_file)
+    assert summary.as_dict() == summarize(whole.events).as_dict()
+    assert data.warnings == whole.warnings and data.events == []

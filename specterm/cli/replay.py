@@ -80,13 +80,18 @@ def handle(args: argparse.Namespace) -> int:
                 # The dashboard reads the file itself: the header and first events before its first
                 # frame, the rest on a worker while it plays (its warnings appear when it is read).
                 return int(run_replay_app(args.file, speed=1.0 if args.speed is None else args.speed) or 0)
+    if args.summary:
+        from specterm.session.fast_summary import summarize_file
+
+        data, summary = summarize_file(args.file)  # counted as read: no event objects kept
+        for warning in data.warnings:
+            _warn(warning)
+        with _writing_output():
+            return print_summary(data, as_json=args.json, summary=summary)
     # The events live until the process exits: let the GC stop rescanning them (see read_session).
     data = read_session(args.file, freeze_gc=True)
     for warning in data.warnings:
         _warn(warning)
-    if args.summary:
-        with _writing_output():
-            return print_summary(data, as_json=args.json)
     if note:
         _note(note)
     return replay_headless(data, speed=math.inf if args.speed is None else args.speed,
@@ -163,11 +168,12 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def summary_dict(data: Any) -> dict[str, Any]:
-    """``summarize(events).as_dict()`` plus the file's identity and latency/TTFT distributions."""
+def summary_dict(data: Any, summary: Any = None) -> dict[str, Any]:
+    """``summarize(events).as_dict()`` (or ``summary``'s, already counted) plus the file's identity
+    and latency/TTFT distributions."""
     from specterm.stats import summarize
 
-    summary = summarize(data.events)
+    summary = summary if summary is not None else summarize(data.events)
     ttfts = [r.ttft_s for r in summary.requests.values() if r.ttft_s is not None]
     return _json_safe({
         "file": str(data.path),
@@ -183,8 +189,8 @@ def summary_dict(data: Any) -> dict[str, Any]:
     })
 
 
-def print_summary(data: Any, *, as_json: bool = False) -> int:
-    figures = summary_dict(data)
+def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> int:
+    figures = summary_dict(data, summary)
     if as_json:
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
         return 0

@@ -35,7 +35,7 @@ import zlib
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from pydantic import ValidationError
 
@@ -324,10 +324,44 @@ class SessionReader:
                 f"{self.name}: skipped {data.skipped_unknown} events of unknown type ({kinds}); "
                 "written by a newer specterm?"
             )
-        _check_times(data, self.name)
-        if not data.events or data.events[-1].type != "session_ended":
+        _check_times(self._times(), data.warnings, self.name)
+        if self._last_type() != "session_ended":
             data.warnings.append(f"{self.name}: no session_ended event at the end; the session may be incomplete "
                                  "(recording interrupted?)")
+
+    def _times(self) -> list[float]:
+        """Every event's ``t``, in file order (for the timestamp warnings)."""
+        return list(map(attrgetter("t"), self.data.events))
+
+    def _last_type(self) -> str | None:
+        return self.data.events[-1].type if self.data.events else None
+
+    def _taker(self, new: list[Event]) -> Callable[[bytes, int], None]:
+        """What the hot loop does with each line that fits: validate it into ``new``, or explain why
+        not. A closure over locals, as it runs 100k+ times (no exception on the happy path)."""
+        problems, unknown, upgrade = self._problems, self._unknown, self._upgrade
+        append = new.append
+        validate_json = EVENT_ADAPTER.validator.validate_json
+        validate_python = EVENT_ADAPTER.validator.validate_python
+        if upgrade is None:
+
+            def take(line: bytes, number: int) -> None:
+                try:
+                    append(validate_json(line))
+                except ValidationError:
+                    _classify(line, number, problems, unknown)
+
+        else:
+
+            def take(line: bytes, number: int) -> None:
+                try:
+                    obj = json.loads(line.decode("utf-8"))
+                    # A migration sees only objects; whatever it trips over makes the line bad, not the file.
+                    append(validate_python(upgrade(obj) if isinstance(obj, dict) else obj))
+                except Exception:  # noqa: BLE001
+                    _classify(line, number, problems, unknown)
+
+        return take
 
     def _close_files(self) -> None:
         stream, raw = self._stream, self._raw
@@ -339,14 +373,9 @@ class SessionReader:
             raw.close()
 
     def _read_events(self, limit: int | None) -> list[Event]:
-        lines, data, name, upgrade = self._lines, self.data, self.name, self._upgrade
-        problems, unknown = self._problems, self._unknown
+        lines, data, name, problems = self._lines, self.data, self.name, self._problems
         new: list[Event] = []
-        # Hot loop (100k+ lines): locals instead of attribute lookups, and no exception raised on the
-        # happy path.
-        append = new.append
-        validate_json = EVENT_ADAPTER.validator.validate_json
-        validate_python = EVENT_ADAPTER.validator.validate_python
+        take = self._taker(new)
         readline, max_bytes = lines.readline, lines.limit
         cap = max_bytes + 1
         number = lines.number
@@ -368,18 +397,7 @@ class SessionReader:
                 )
                 self.done = True
                 break
-            if upgrade is None:
-                try:
-                    append(validate_json(line))
-                except ValidationError:
-                    _classify(line, number, problems, unknown)
-            else:
-                try:
-                    obj = json.loads(line.decode("utf-8"))
-                    # A migration sees only objects; whatever it trips over makes the line bad, not the file.
-                    append(validate_python(upgrade(obj) if isinstance(obj, dict) else obj))
-                except Exception:  # noqa: BLE001
-                    _classify(line, number, problems, unknown)
+            take(line, number)
         lines.number = number
         data.events.extend(new)
         return new
@@ -390,9 +408,8 @@ def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n and n % (1024 * 1024) == 0 else f"{n} bytes"
 
 
-def _check_times(data: SessionData, name: str) -> None:
+def _check_times(times: list[float], warnings: list[str], name: str) -> None:
     """Warn (once each) about timestamps that go backwards or are not finite numbers."""
-    times = list(map(attrgetter("t"), data.events))
     # Fast path in C for the usual file: every time finite and never decreasing.
     if all(map(math.isfinite, times)) and all(map(operator.le, times, times[1:])):
         return
@@ -409,9 +426,9 @@ def _check_times(data: SessionData, name: str) -> None:
                 first_back = i
         last = t
     if backwards:
-        data.warnings.append(
+        warnings.append(
             f"{name}: timestamps go backwards {backwards} time(s) (first at event {first_back}); "
             "replay will not wait there"
         )
     if bad:
-        data.warnings.append(f"{name}: {bad} event(s) have a non-finite timestamp; replay will not wait there")
+        warnings.append(f"{name}: {bad} event(s) have a non-finite timestamp; replay will not wait there")

@@ -1,0 +1,112 @@
+"""Whole-file figures, fast: ``summarize_file(path)`` → ``(SessionData, SessionSummary)``, what
+``specterm replay --summary`` prints, without building an event object per token.
+
+Speculative steps are nearly every line of a session (≈ 97 % of a 100,000-step file) and hold
+nearly all of its objects (one per token). Here they are decoded by msgspec straight into slim
+typed structs (``_SpecStep``, ``_Token``) and counted, instead of being validated into pydantic
+events and then counted: a 100,000-step file is summarised in about the time the pydantic reader
+takes to parse it (``benchmarks/session_summary.py`` compares both against a bare parse).
+
+Why msgspec, not orjson: orjson is as fast a parser but only yields dicts, which would still need
+validating (by pydantic: the cost this avoids) or trusting (an untrusted file). msgspec validates the
+types while it decodes, in C, against the structs below, which mirror ``events.SpecStep`` and
+``events.Token`` field for field (``tests/test_session_summary.py`` checks they stay in step).
+
+Same policy as ``read_session``, line by line: any line msgspec does not decode as a spec step
+(another event type, a bad line, a value msgspec is stricter about than pydantic, e.g. ``1.0`` for an
+int) goes through the reader's own pydantic path, which accepts, warns or skips exactly as it does
+for the dashboard. Files in an older format version go through that path entirely (migrations
+work on dicts). ``data.events`` stays empty: the events are counted, not kept.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Literal
+
+import msgspec
+
+from specterm.events import Event
+from specterm.session.reader import MAX_LINE_BYTES, SessionData, SessionReader
+from specterm.stats import SessionSummary
+
+
+class _Token(msgspec.Struct, kw_only=True):
+    id: int
+    text: str
+    verdict: Literal["accepted", "correction", "bonus", "target"]
+    forced: bool = False
+
+
+class _SpecStep(msgspec.Struct, kw_only=True, tag_field="type", tag="spec_step"):
+    t: float = 0.0
+    request_id: str
+    index: int
+    drafted: list[int] = []
+    accepted: int = 0
+    tokens: list[_Token] = []
+    rejected: list[int] = []
+    rejected_text: list[str] = []
+    invalid_drafts: int = 0
+    wall_s: float = 0.0
+
+
+class SummaryReader(SessionReader):
+    """A ``SessionReader`` that adds every event to ``summary`` instead of keeping it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        super().__init__(path, max_line_bytes=max_line_bytes)
+        self.summary = SessionSummary()
+        self._all_times: list[float] = []
+        self._last: str | None = None
+
+    def _times(self) -> list[float]:
+        return self._all_times
+
+    def _last_type(self) -> str | None:
+        return self._last
+
+    def _taker(self, new: list[Event]) -> Callable[[bytes, int], None]:
+        others: list[Event] = []
+        slow = super()._taker(others)  # the reader's own path: validates, or warns and skips
+        summary, times = self.summary, self._all_times
+        add_step, add = summary.add_step, summary.add
+        if self._upgrade is not None:  # an older format: migrations need dicts, all goes the slow way
+
+            def take(line: bytes, number: int) -> None:
+                slow(line, number)
+                if others:
+                    event = others.pop()
+                    add(event)
+                    times.append(event.t)
+                    self._last = event.type
+
+            return take
+
+        decode = msgspec.json.Decoder(_SpecStep).decode
+        errors = (msgspec.ValidationError, msgspec.DecodeError)
+
+        def take(line: bytes, number: int) -> None:
+            try:
+                step = decode(line)
+            except errors:
+                slow(line, number)
+                if others:
+                    event = others.pop()
+                    add(event)
+                    times.append(event.t)
+                    self._last = event.type
+                return
+            add_step(step)
+            times.append(step.t)
+            self._last = "spec_step"
+
+        return take
+
+
+def summarize_file(path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES) -> tuple[SessionData, SessionSummary]:
+    """The file's header, warnings and figures (``summarize(read_session(path).events)``, faster).
+    Raises ``SessionFileError`` as ``read_session`` does."""
+    with SummaryReader(path, max_line_bytes=max_line_bytes) as reader:
+        reader.read()
+    return reader.data, reader.summary
