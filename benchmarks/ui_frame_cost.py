@@ -27,8 +27,9 @@ WORDS = (" the", " order", " ships", " on", " Friday", ",", " and", " its", " st
          " because", " the", " warehouse", " confirmed", " it", ".", " A", " refund", " takes")
 
 
-def answer_steps(n_tokens: int, seed: int = 0) -> list[SpecStep]:
-    """Steps of one request, ~4 tokens each, with a paragraph break about every 70 tokens."""
+def answer_steps(n_tokens: int, seed: int = 0, line_tokens: int = 70) -> list[SpecStep]:
+    """Steps of one request, ~4 tokens each, with a line break about every ``line_tokens`` tokens
+    (70: prose paragraphs; 8: code, a new row and so a relayout almost every frame)."""
     rng = random.Random(seed)
     steps: list[SpecStep] = []
     made = 0
@@ -37,7 +38,7 @@ def answer_steps(n_tokens: int, seed: int = 0) -> list[SpecStep]:
         a = rng.randint(0, k)
         toks = [Token(id=i, text=rng.choice(WORDS), verdict="accepted") for i in range(a)]
         last = "bonus" if a == k else "correction"
-        text = "\n\n" if rng.random() < 4 / 70 else rng.choice(WORDS)
+        text = "\n" if rng.random() < 4 / line_tokens else rng.choice(WORDS)
         toks.append(Token(id=99, text=text, verdict=last))
         steps.append(SpecStep(t=len(steps) * 0.08, request_id="r-long", index=len(steps),
                               drafted=list(range(k)), accepted=a, tokens=toks, rejected=list(range(k - a)),
@@ -46,12 +47,12 @@ def answer_steps(n_tokens: int, seed: int = 0) -> list[SpecStep]:
     return steps
 
 
-async def measure(n_tokens: int, frames: int, size: tuple[int, int]) -> dict[str, float]:
+async def measure(n_tokens: int, frames: int, size: tuple[int, int], line_tokens: int = 70) -> dict[str, float]:
     from specterm.ui.app import make_app
     from specterm.ui.testing import FakeEngine, demo_header
 
     app = make_app(engine=FakeEngine(), header=demo_header(), gpu=False, theme_dirs=(), deterministic=True)
-    steps = answer_steps(n_tokens)
+    steps = answer_steps(n_tokens, line_tokens=line_tokens)
     costs: dict[int, list[float]] = {100: [], 4000: []}
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
@@ -95,9 +96,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4200, help="length of the answer (past 4,000 + a window)")
     parser.add_argument("--frames", type=int, default=40, help="timed frames in each window")
     parser.add_argument("--size", default="160x48")
+    parser.add_argument("--line-tokens", type=int, default=70, help="tokens per line (8 = code-like)")
     args = parser.parse_args()
     w, h = (int(x) for x in args.size.split("x"))
-    r = asyncio.run(measure(max(args.tokens, 4000 + args.frames * 6), args.frames, (w, h)))
+    r = asyncio.run(measure(max(args.tokens, 4000 + args.frames * 6), args.frames, (w, h), args.line_tokens))
     print(f"frame cost (UI-thread CPU, median of {args.frames}): token 100: {r[100] * 1000:.2f} ms, "
           f"token 4,000: {r[4000] * 1000:.2f} ms; ratio {r[4000] / r[100]:.2f} (goal ≤ 1.5)")
 
