@@ -8,7 +8,7 @@ the file) — never anything else, and it never writes. The policy, problem by p
 * **truncated last line** (the recorder was killed mid-write): dropped, with a warning; everything
   before it is replayed.
 * a later line that is **not JSON**, **invalid UTF-8**, or **JSON of the wrong shape**: skipped with a
-  warning naming the line. After ``MAX_DETAILED_WARNINGS`` such warnings the rest are counted, so a
+  warning naming the line. After ``problems.MAX_DETAILED_WARNINGS`` such warnings the rest are counted, so a
   file of a million bad lines cannot fill memory with messages.
 * **unknown event types** (a newer writer's additions): skipped and counted in ``skipped_unknown``,
   with one warning naming a few of the types.
@@ -29,26 +29,32 @@ import gc
 import gzip
 import json
 import math
-import operator
 import os
 import zlib
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Callable
 
 from pydantic import ValidationError
 
 from specterm.errors import SessionFileError
-from specterm.events import EVENT_ADAPTER, EVENT_TYPES, FORMAT_VERSION, Event, SessionStarted
+from specterm.events import EVENT_ADAPTER, FORMAT_VERSION, Event, SessionStarted
 from specterm.session import migrate
+from specterm.session.problems import (
+    _check_times,
+    _classify,
+    _first_error,
+    _Lines,
+    _Problems,
+    _show,
+    _size,
+)
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """Longest line read (4 MiB). The largest real events (a long answer's full text, a tool result)
 are well under it; a longer line is skipped rather than held in memory."""
 
-MAX_DETAILED_WARNINGS = 20
-MAX_UNKNOWN_NAMES = 100
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _REFUSED_MAGIC = {b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -68,29 +74,6 @@ class SessionData:
     format_version: int = FORMAT_VERSION
     """The version the file was written in (events were migrated if it is older)."""
     compressed: bool = False
-
-
-def _show(value: Any, width: int = 40) -> str:
-    """Quote untrusted file content for a message: ``repr`` escapes control characters."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _clip(text: str, width: int) -> str:
-    """``text`` shortened to ``width`` with non-printable characters escaped (pydantic's messages
-    can quote file content)."""
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: width + 1])
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _first_error(err: ValidationError, *, tagged: bool = True) -> str:
-    """The first problem of a validation error as one short line, e.g. ``tokens.0.verdict: Input
-    should be 'accepted', …``. ``tagged``: the error came from the event union, whose first
-    location element is the ``type`` tag, not a field."""
-    first = err.errors(include_url=False, include_input=False)[0]
-    loc = ".".join(str(p) for p in (first["loc"][1:] if tagged else first["loc"]))
-    msg = first["msg"].splitlines()[0]
-    return _clip(f"{loc}: {msg}" if loc else msg, 100)
 
 
 def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
@@ -117,57 +100,6 @@ def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
             raw.close()
             raise SessionFileError(f"{path}: is {kind}-compressed; decompress it first (gzip is read directly)")
     return raw, raw
-
-
-class _Lines:
-    """Bounded line reading. ``next()`` returns ``(line, length)``: ``(b"", 0)`` at the end, and
-    ``(None, length)`` for a line over the limit, which is read and discarded in ``limit``-sized
-    pieces. (The event loop inlines the happy path of ``next`` for speed.)"""
-
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        self.readline = stream.readline
-        self.limit = limit
-        self.number = 0
-
-    def next(self) -> tuple[bytes | None, int]:
-        line = self.readline(self.limit + 1)
-        if not line:
-            return b"", 0
-        self.number += 1
-        # At most limit + 1 bytes came back: a newline at the end means the line fits.
-        if len(line) <= self.limit or line.endswith(b"\n"):
-            return line, len(line)
-        return None, self.discard_rest(line)
-
-    def discard_rest(self, head: bytes) -> int:
-        """Skip the rest of an over-long line whose first piece is ``head``; returns its length."""
-        length = len(head)
-        line = head
-        while not line.endswith(b"\n"):
-            line = self.readline(self.limit)
-            if not line:
-                break
-            length += len(line)
-        return length
-
-
-class _Problems:
-    """Warnings about skipped lines, with detail for the first few and a count after that."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.detailed: list[str] = []
-        self.more = 0
-
-    def add(self, number: int, what: str) -> None:
-        if len(self.detailed) < MAX_DETAILED_WARNINGS:
-            self.detailed.append(f"{self.name}: line {number}: {what}")
-        else:
-            self.more += 1
-
-    def lines(self) -> list[str]:
-        tail = [f"{self.name}: {self.more} more bad lines skipped"] if self.more else []
-        return self.detailed + tail
 
 
 def _read_header(lines: _Lines, name: str) -> tuple[SessionStarted, int]:
@@ -197,43 +129,6 @@ def _read_header(lines: _Lines, name: str) -> tuple[SessionStarted, int]:
     except ValidationError as err:
         raise SessionFileError(f"{name}: invalid session header: {_first_error(err, tagged=False)}") from None
     return header, version
-
-
-def _classify(line: bytes, number: int, problems: _Problems, unknown: dict[str | None, int]) -> None:
-    """Explain why ``line`` did not validate (the slow path, only for bad lines)."""
-    if not line.strip():
-        return  # blank lines are harmless (a hand-edited file); skip them silently
-    truncated = not line.endswith(b"\n")
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as err:
-        problems.add(number, f"not valid UTF-8 (byte {err.start}); skipped")
-        return
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        if truncated:
-            problems.add(number, "truncated last line (the recording was cut off mid-write); ignored")
-        else:
-            problems.add(number, "not JSON; skipped")
-        return
-    if not isinstance(obj, dict):
-        problems.add(number, f"a JSON {type(obj).__name__}, not an event object; skipped")
-        return
-    kind = obj.get("type")
-    if isinstance(kind, str) and kind not in EVENT_TYPES:
-        # Count every one, but remember at most MAX_UNKNOWN_NAMES names: a hostile file could hold a
-        # million distinct ones.
-        key = kind if kind in unknown or len(unknown) < MAX_UNKNOWN_NAMES else None  # None: the rest
-        unknown[key] = unknown.get(key, 0) + 1
-        return
-    try:
-        EVENT_ADAPTER.validate_python(obj)
-    except ValidationError as err:
-        problems.add(number, f"invalid {_show(kind) if kind is not None else 'event'}: {_first_error(err)}; skipped")
-        return
-    # json accepted what pydantic's parser did not (e.g. a lone surrogate escape).
-    problems.add(number, "JSON this reader cannot decode (bad string escape); skipped")
 
 
 def read_session(
@@ -403,32 +298,3 @@ class SessionReader:
         return new
 
 
-def _size(n: int) -> str:
-    """A byte count in words, e.g. ``4 MiB``."""
-    return f"{n // (1024 * 1024)} MiB" if n and n % (1024 * 1024) == 0 else f"{n} bytes"
-
-
-def _check_times(times: list[float], warnings: list[str], name: str) -> None:
-    """Warn (once each) about timestamps that go backwards or are not finite numbers."""
-    # Fast path in C for the usual file: every time finite and never decreasing.
-    if all(map(math.isfinite, times)) and all(map(operator.le, times, times[1:])):
-        return
-    backwards = bad = 0
-    first_back: int | None = None
-    last = -math.inf
-    for i, t in enumerate(times):
-        if not math.isfinite(t):
-            bad += 1
-            continue
-        if t < last:
-            backwards += 1
-            if first_back is None:
-                first_back = i
-        last = t
-    if backwards:
-        warnings.append(
-            f"{name}: timestamps go backwards {backwards} time(s) (first at event {first_back}); "
-            "replay will not wait there"
-        )
-    if bad:
-        warnings.append(f"{name}: {bad} event(s) have a non-finite timestamp; replay will not wait there")
