@@ -8,7 +8,8 @@ between frames). The cost of a frame is the event-loop thread's CPU time (``time
 so it does not count waits, nor another process's load, only this UI's own work.
 
 Prints the median frame cost in a window of frames after token 100 and after token 4,000, and
-their ratio (goal: ≤ 1.5). The tokens in between are applied in larger batches (not timed).
+their ratio (goal: ≤ 1.5). The tokens in between are applied in larger batches (not timed). Then
+the UI thread's CPU share over 5 s of an idle live dashboard (the prompt's cursor blinking).
 
     .venv/bin/python benchmarks/ui_frame_cost.py [--tokens 4200] [--frames 40]
 """
@@ -83,6 +84,20 @@ async def measure(n_tokens: int, frames: int, size: tuple[int, int], line_tokens
     return {m: statistics.median(c) for m, c in costs.items()}
 
 
+async def idle_share(seconds: float, size: tuple[int, int]) -> float:
+    """UI-thread CPU ÷ wall time of a live dashboard with nothing happening (cursor blinking)."""
+    from specterm.ui.app import make_app
+    from specterm.ui.testing import FakeEngine, demo_events, demo_header
+
+    app = make_app(engine=FakeEngine(), header=demo_header(), gpu=False, theme_dirs=())  # live pacing
+    async with app.run_test(size=size) as pilot:
+        app.apply_events(demo_events(), force=True)
+        await pilot.pause(1.0)  # let startup work settle
+        cpu0, t0 = time.thread_time(), time.perf_counter()
+        await asyncio.sleep(seconds)
+        return (time.thread_time() - cpu0) / (time.perf_counter() - t0)
+
+
 def _steps_until(steps: list[SpecStep], i: int, want: int) -> int:
     n = got = 0
     while got < want and i + n < len(steps):
@@ -102,6 +117,7 @@ def main() -> None:
     r = asyncio.run(measure(max(args.tokens, 4000 + args.frames * 6), args.frames, (w, h), args.line_tokens))
     print(f"frame cost (UI-thread CPU, median of {args.frames}): token 100: {r[100] * 1000:.2f} ms, "
           f"token 4,000: {r[4000] * 1000:.2f} ms; ratio {r[4000] / r[100]:.2f} (goal ≤ 1.5)")
+    print(f"idle dashboard: UI thread busy {asyncio.run(idle_share(5.0, (w, h))):.2%} of the wall time")
 
 
 if __name__ == "__main__":

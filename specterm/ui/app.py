@@ -275,17 +275,27 @@ class SpecTermApp(App):
     # -- the event pump -----------------------------------------------------------------------
 
     def on_events_ready(self, _: EventsReady) -> None:
-        # CPU this thread used since the last frame began: that frame's apply and its repaint.
+        if self.deterministic:
+            self._apply_queued()
+        elif not self._apply_timer_pending:
+            # The bridge's wake-up flag stays set until the frame drains it, so producers post
+            # nothing meanwhile: one timer, one batch.
+            self._next_frame()
+
+    def _next_frame(self) -> None:
+        # CPU this thread used since the last frame began: that frame's apply and the repaint it
+        # caused. Asked again when the timer fires, as the repaint usually runs after the wake-up.
         spent = time.thread_time() - self._cpu_at_apply
         wait = self._last_apply + min(MAX_FRAME_S, max(FRAME_S, spent / UI_CPU_SHARE)) - time.monotonic()
-        if wait > 0 and not self.deterministic:
-            # The bridge's wake-up flag stays set until the timer drains, so producers post nothing
-            # meanwhile: one timer, one batch.
-            if not self._apply_timer_pending:
-                self._apply_timer_pending = True
-                self.set_timer(wait, self._apply_queued)
-            return
-        self._apply_queued()
+        if wait > 0.001:
+            self._apply_timer_pending = True
+            self.set_timer(wait, self._frame_timer)
+        else:
+            self._apply_queued()
+
+    def _frame_timer(self) -> None:
+        self._apply_timer_pending = False
+        self._next_frame()
 
     def _apply_queued(self) -> None:
         self._apply_timer_pending = False
