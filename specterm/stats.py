@@ -57,6 +57,22 @@ class SpecStats:
             for i in range(step.accepted):
                 per_pos[i] += 1
 
+    def merge(self, other: SpecStats) -> None:
+        """Add ``other``'s counts (every figure is a sum, so a session is its requests merged)."""
+        for verdict, n in other.by_verdict.items():
+            self.by_verdict[verdict] += n
+        self.forced += other.forced
+        self.rejected += other.rejected
+        self.steps += other.steps
+        self.drafts += other.drafts
+        self.draft_tokens += other.draft_tokens
+        self.accepted += other.accepted
+        per_pos = self.accepted_per_pos
+        if len(per_pos) < len(other.accepted_per_pos):
+            per_pos.extend([0] * (len(other.accepted_per_pos) - len(per_pos)))
+        for i, n in enumerate(other.accepted_per_pos):
+            per_pos[i] += n
+
     @property
     def tokens(self) -> int:
         return sum(self.by_verdict.values())

@@ -112,3 +112,18 @@ def test_fast_summary_equals_reading_and_summarising(session_file):
     whole = read_session(session_file)
     assert summary.as_dict() == summarize(whole.events).as_dict()
     assert data.warnings == whole.warnings and data.events == []
+
+
+def test_fast_summary_counts_a_step_msgspec_refuses_but_pydantic_accepts(tmp_path):
+    # "index": 1.0 is an int to pydantic's JSON mode, not to msgspec: the line takes the slow path
+    # and must still be counted exactly once.
+    from specterm.session.fast_summary import summarize_file
+
+    path = tmp_path / "lax.jsonl"
+    lines = [synthetic_header().model_dump_json()] + [s.model_dump_json() for s in STEPS]
+    lines[2] = lines[2].replace('"index":1', '"index":1.0')
+    assert '"index":1.0' in lines[2]
+    path.write_text("\n".join(lines) + "\n")
+    data, summary = summarize_file(path)
+    assert summary.as_dict() == summarize(read_session(path).events).as_dict()
+    assert summary.session.steps == len(STEPS)
