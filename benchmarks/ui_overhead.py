@@ -16,7 +16,7 @@ Workloads:
 
 * ``agent`` — the embedded pair running the ``sql_analyst`` agent on its own in-distribution
   requests (``bench.workloads.AGENT_REQUESTS``): several engine requests, tool calls and results.
-* ``long`` — one answer of ≥ 2,000 tokens: SmolLM2-135M (``specterm models import``) with n-gram
+* ``long`` — one answer of ≥ 2,000 tokens: SmolLM2-135M (``specterm models fetch smollm2``) with n-gram
   speculation (k=4) on a raw prompt, EOS ignored so it runs to ``--max-tokens``; skipped when that
   model is not in the cache.
 
@@ -157,7 +157,7 @@ def long_workload(rounds: int, max_tokens: int) -> None:
     from specterm.session.live import plain_runner
 
     if not (LONG_MODEL / "config.json").is_file():
-        print(f"long: skipped ({LONG_MODEL} not found; `specterm models import smollm2` makes it)")
+        print(f"long: skipped ({LONG_MODEL} not found; `specterm models fetch smollm2` builds it)")
         return
     engine = load_engine(EngineConfig(target=str(LONG_MODEL), method="ngram", num_speculative_tokens=4))
     params = GenerationParams(max_tokens=max_tokens)
@@ -187,9 +187,9 @@ def main() -> None:
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval (experiments)")
     args = parser.parse_args()
     if args.frame_s is not None:
-        import specterm.ui.app
+        import specterm.ui.pacing
 
-        specterm.ui.app.FRAME_S = args.frame_s
+        specterm.ui.pacing.FRAME_S = args.frame_s
     if args.switch_interval is not None:
         import sys
 

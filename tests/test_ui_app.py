@@ -373,10 +373,10 @@ def test_plain_chat_keeps_the_conversation_and_a_too_long_prompt_is_an_error_ent
 
 
 def test_a_long_file_opens_on_its_first_lines_and_replays_whole(tmp_path, monkeypatch):
-    import specterm.ui.app as ui_app
+    import specterm.ui.loading as loading
 
-    monkeypatch.setattr(ui_app, "HEAD_LINES", 50)
-    monkeypatch.setattr(ui_app, "LOAD_CHUNK", 120)
+    monkeypatch.setattr(loading, "HEAD_LINES", 50)
+    monkeypatch.setattr(loading, "LOAD_CHUNK", 120)
     header, events = synthetic_session(400, steps_per_request=40)
     path = write_session(tmp_path, header, events)
 
@@ -390,7 +390,7 @@ def test_a_long_file_opens_on_its_first_lines_and_replays_whole(tmp_path, monkey
             await pilot.pause()
             return opened_with, app.state.summary.as_dict(), app.replayer.loading
 
-    opened_with, got, loading = run(main())
+    opened_with, got, still_loading = run(main())
     data = read_session(path)
-    assert opened_with == 50 and not loading
+    assert opened_with == 50 and not still_loading
     assert got == summarize(data.events).as_dict()  # nothing lost, nothing twice

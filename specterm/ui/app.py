@@ -2,14 +2,15 @@
 
 Threading: the engine, the replayer and the NVML sampler each run on their own thread and push
 events into ``EventBridge``; the UI drains it on ``EventsReady`` and updates widgets once per batch,
-at a frame rate that keeps the UI thread's CPU share small (``UI_CPU_SHARE``); panels at most 4 Hz. Nothing slow runs on the event loop: the engine is built in a thread
-worker, each prompt runs in a thread worker, and cancelling only sets a ``threading.Event``.
+at a frame rate that keeps the UI thread's CPU share small (``ui/pacing.py``); panels at most 4 Hz.
+Nothing slow runs on the event loop: the engine is built in a thread worker, each prompt runs in a
+thread worker, a long session file is read by one (``ui/loading.py``), and cancelling only sets a
+``threading.Event``.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -21,7 +22,9 @@ from textual.screen import Screen
 from specterm.events import BaseEvent, Error, SessionStarted
 from specterm.session.live import LiveSession, Runner
 from specterm.ui.bridge import RESET, EventBridge
+from specterm.ui.loading import load_rest, open_replay
 from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone, SessionLoaded
+from specterm.ui.pacing import FramePacer
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
 from specterm.ui.state import ViewState
@@ -33,23 +36,6 @@ from specterm.ui.widgets.transcript import Transcript
 
 BATCH = 20_000
 """Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
-FRAME_S = 1 / 30
-"""Live batches are applied at most this often: a fast engine's steps queue up in the bridge and are
-drawn together, instead of the UI redrawing per engine step and taking the GIL from the engine."""
-UI_CPU_SHARE = 0.04
-"""The share of one core the UI thread may use while events stream in. The engine runs in this
-process: every millisecond the UI thread computes holds the GIL (and, on a 2-core machine, a core
-its OpenMP threads wait for), so the engine's speed with the dashboard attached is about
-``1 - UI share`` of its headless speed (measured: benchmarks/ui_overhead.py). After a frame that cost
-``c`` CPU seconds (events applied + the repaint they caused), the next waits ``c / UI_CPU_SHARE``:
-cheap frames (a few tokens repainted in place) still come at ``1 / FRAME_S``; costly ones (a new
-block, the transcript scrolling: a full relayout and repaint) come less often, with more in each."""
-MAX_FRAME_S = 0.5
-"""But never fewer than two frames a second while events arrive: the view must stay live."""
-HEAD_LINES = 2_000
-"""Lines of a session file read before the dashboard opens (a few ms): the replay starts on them
-while a worker reads the rest (``LOAD_CHUNK`` lines at a time), so a 100,000-step file opens at once."""
-LOAD_CHUNK = 5_000
 
 
 class SpecTermApp(App):
@@ -104,11 +90,11 @@ class SpecTermApp(App):
             self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset,
                                      loading=loader is not None)
         self._loader = loader
+        self._quitting = False
         """A ``SessionReader`` with the rest of a long file still to read (replay), or ``None``."""
         self._autostart = autostart
         self._dashboard_ready = False
-        self._last_apply = 0.0
-        self._cpu_at_apply = 0.0
+        self._pacer = FramePacer()
         self._apply_timer_pending = False
         self._early: list[Any] = []
         self._panels: list[Panel] | None = None
@@ -159,7 +145,7 @@ class SpecTermApp(App):
     def main_screen_ready(self) -> None:
         """Called by ``MainScreen.on_mount`` (its widgets exist only from then on)."""
         self._dashboard_ready = True
-        self._cpu_at_apply = time.thread_time()  # startup's own work is not a frame's
+        self._pacer.reset_cpu()  # startup's own work is not a frame's
         for err in self._theme_errors:
             self.notify(err, title="theme file ignored", severity="error", timeout=15)
         self._show_warnings()
@@ -186,17 +172,7 @@ class SpecTermApp(App):
 
     def _load_rest(self) -> None:  # worker thread
         """Read the rest of a long session file into the replayer, then report its warnings."""
-        loader, error = self._loader, None
-        try:
-            while not loader.done:
-                self.replayer.extend(loader.read(LOAD_CHUNK))
-            loader.close()
-        except Exception as err:  # noqa: BLE001 - a file that fails mid-way: replay what was read
-            error = str(err) or type(err).__name__
-            loader.close()
-        finally:
-            self.replayer.done_loading()
-        self.post_message(SessionLoaded(list(loader.data.warnings) + ([error] if error else [])))
+        self.post_message(SessionLoaded(load_rest(self._loader, self.replayer, lambda: self._quitting)))
 
     def on_session_loaded(self, message: SessionLoaded) -> None:
         self._loader = None
@@ -265,6 +241,7 @@ class SpecTermApp(App):
         return self.session.runner if self._session_ready else None
 
     def on_unmount(self) -> None:
+        self._quitting = True  # the session-file reader stops at its next chunk
         if self._cancel is not None:
             self._cancel.set()
         if self.replayer is not None:
@@ -283,10 +260,7 @@ class SpecTermApp(App):
             self._next_frame()
 
     def _next_frame(self) -> None:
-        # CPU this thread used since the last frame began: that frame's apply and the repaint it
-        # caused. Asked again when the timer fires, as the repaint usually runs after the wake-up.
-        spent = time.thread_time() - self._cpu_at_apply
-        wait = self._last_apply + min(MAX_FRAME_S, max(FRAME_S, spent / UI_CPU_SHARE)) - time.monotonic()
+        wait = self._pacer.wait()  # asked again when the timer fires (see ui/pacing.py)
         if wait > 0.001:
             self._apply_timer_pending = True
             self.set_timer(wait, self._frame_timer)
@@ -299,8 +273,7 @@ class SpecTermApp(App):
 
     def _apply_queued(self) -> None:
         self._apply_timer_pending = False
-        self._last_apply = time.monotonic()
-        self._cpu_at_apply = time.thread_time()
+        self._pacer.frame_started()
         events = self.bridge.drain(BATCH)
         if events:
             self.apply_events(events)
@@ -421,20 +394,9 @@ def make_app(
     if replay is not None:
         loader = None
         if isinstance(replay, (str, Path)):
-            from specterm.session.reader import SessionReader
-
             # The header and the first lines now (a bad file fails here, before any UI); the rest
-            # is read by a worker while the replay plays (see HEAD_LINES).
-            loader = SessionReader(replay)
-            try:
-                loader.read(HEAD_LINES)
-            except BaseException:
-                loader.close()
-                raise
-            if loader.done:
-                loader.close()
-            replay = loader.data
-            loader = None if loader.done else loader
+            # is read by a worker while the replay plays (ui/loading.py).
+            replay, loader = open_replay(replay)
         return SpecTermApp(
             mode="replay",
             header=replay.header,
