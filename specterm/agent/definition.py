@@ -77,6 +77,10 @@ class Retrieval(BaseModel):
     """Folder of ``*.md`` documents, relative to the agent folder."""
     passage_chars: int = Field(400, ge=50, le=4000)
     """Passages longer than this are cut, so a prompt stays within small models' context."""
+    examples: str | None = None
+    """Worked examples (``examples.toml``, relative to the agent folder; see ``agent.examples``)."""
+    example_k: int = Field(2, ge=0, le=10)
+    """Worked examples retrieved for each request, nearest question first (0: none)."""
 
 
 class Database(BaseModel):
@@ -123,6 +127,10 @@ class AgentDef(BaseModel):
     @property
     def docs_dir(self) -> Path:
         return self.path / self.retrieval.docs
+
+    @property
+    def examples_file(self) -> Path | None:
+        return self.path / self.retrieval.examples if self.retrieval.examples else None
 
     @property
     def sql_script(self) -> Path | None:
@@ -180,6 +188,12 @@ def load_agent_file(path: Path) -> AgentDef:
     if agent.retrieval.top_k or any(t.handler == "docs.search" for t in agent.tools):
         if not agent.docs_dir.is_dir() or not any(agent.docs_dir.glob("*.md")):
             raise ConfigError(f"{path}: retrieval.docs: no *.md documents in {agent.docs_dir}")
+    if agent.examples_file is not None:
+        from specterm.agent.examples import load_examples
+
+        if not agent.examples_file.is_file():
+            raise ConfigError(f"{path}: retrieval.examples: file not found: {agent.examples_file}")
+        load_examples(agent.examples_file, agent)
     if agent.sql_script is not None and not agent.sql_script.is_file():
         raise ConfigError(f"{path}: database.sql: file not found: {agent.sql_script}")
     return agent

@@ -5,7 +5,8 @@ One user request runs as numbered *agent steps* (``AgentStepStarted``/``AgentSte
 
 1. ``UserMessage``, then ``validate``: the text must be non-empty UTF-8, at most 8 KB, with no
    control characters other than tab and newline (``UserRequest``).
-2. ``retrieve``: the agent's top-k passages for the request (``Retrieval``), if ``top_k > 0``.
+2. ``retrieve``: the agent's nearest worked examples (``agent.examples``, ``doc="example"``) and
+   top-k passages for the request (``Retrieval``), if it has either.
 3. A generation step (``tool_call``; ``answer`` on the last allowed step): the prompt
    (``prompt.build_chat``, rendered by the model's chat template) is generated under the call shape (``prompt.call_schema``: one branch
    per tool plus the final answer) through ``GenerationParams(json_schema=...)``, parsed, and either
@@ -174,10 +175,10 @@ class AgentRunner:
         step += 1
 
         passages: list[Passage] = []
-        if agent.retrieval.top_k > 0 and not cancel.is_set():
+        if self.tools.retrieves and not cancel.is_set():
             t0 = start("retrieve")
             try:
-                passages = self.tools.store().search(text, agent.retrieval.top_k)
+                passages = self.tools.retrieve(text)
                 sink(Retrieval(t=clock(), request_id=rid, step=step, query=text, passages=passages))
                 finish("retrieve", t0)
             except Exception as err:  # noqa: BLE001 - retrieval is optional; the request goes on

@@ -103,6 +103,7 @@ class ToolBox:
         self.agent = agent
         self._db = None
         self._store = store
+        self._examples = None
         self._lock = threading.Lock()
 
     def db(self):
@@ -124,6 +125,31 @@ class ToolBox:
             if self._store is None:
                 self._store = VectorStore.for_agent(self.agent)
             return self._store
+
+    def examples(self):
+        """The agent's worked-example index (None when it has no ``retrieval.examples``)."""
+        from specterm.agent.examples import ExampleStore
+
+        if self.agent.examples_file is None:
+            return None
+        with self._lock:
+            if self._examples is None:
+                self._examples = ExampleStore.for_agent(self.agent)
+            return self._examples
+
+    @property
+    def retrieves(self) -> bool:
+        """Whether a request starts with retrieval (worked examples, document passages or both)."""
+        r = self.agent.retrieval
+        return r.top_k > 0 or (self.agent.examples_file is not None and r.example_k > 0)
+
+    def retrieve(self, text: str) -> list:
+        """What the agent puts in the context for ``text``: its nearest worked examples, then its
+        top-k passages. Examples first: ``fit_prompt`` drops from the end, and a solved question like
+        this one is worth more to a small model than a paragraph of docs."""
+        r = self.agent.retrieval
+        out = self.examples().search(text, r.example_k) if self.agent.examples_file and r.example_k else []
+        return out + (self.store().search(text, r.top_k) if r.top_k else [])
 
     def call(self, name: str, arguments: Any) -> ToolOutcome:
         start = time.perf_counter()

@@ -97,6 +97,8 @@ def split_passages(doc: str, text: str, limit: int) -> list[tuple[str, str]]:
 
 
 class VectorStore:
+    CHUNK_VERSION = CHUNK_VERSION
+
     def __init__(self, docs_dir: Path, db_path: Path, *, passage_chars: int = 400) -> None:
         self.docs_dir, self.db_path, self.passage_chars = Path(docs_dir), Path(db_path), passage_chars
         self.rebuilt = False
@@ -111,10 +113,16 @@ class VectorStore:
                    passage_chars=agent.retrieval.passage_chars)
 
     def _documents(self) -> list[tuple[str, bytes]]:
+        """The files the index is built from, as (name, bytes): its cache key covers exactly these."""
         return [(p.name, p.read_bytes()) for p in sorted(self.docs_dir.glob("*.md"))]
 
+    def _items(self, docs: list[tuple[str, bytes]]) -> list[tuple[str, str, str]]:
+        """(doc, text to show, text to embed) for every entry of the index."""
+        return [(name, shown, emb_text) for name, data in docs
+                for shown, emb_text in split_passages(name, data.decode("utf-8", "replace"), self.passage_chars)]
+
     def _key(self, docs: list[tuple[str, bytes]]) -> str:
-        h = hashlib.sha256(f"{MODEL_NAME}\0{CHUNK_VERSION}\0{self.passage_chars}\0".encode())
+        h = hashlib.sha256(f"{MODEL_NAME}\0{self.CHUNK_VERSION}\0{self.passage_chars}\0".encode())
         for name, data in docs:
             h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
         return h.hexdigest()
@@ -142,8 +150,7 @@ class VectorStore:
                        if rows else np.zeros((0, 384), np.float32))
 
     def _build(self, conn: sqlite3.Connection, docs: list[tuple[str, bytes]], key: str) -> None:
-        items = [(name, shown, emb_text) for name, data in docs
-                 for shown, emb_text in split_passages(name, data.decode("utf-8", "replace"), self.passage_chars)]
+        items = self._items(docs)
         vectors = embedder().embed([e for _, _, e in items])
         conn.execute("DELETE FROM passages")
         conn.executemany("INSERT INTO passages (doc, text, emb) VALUES (?, ?, ?)",

@@ -3,8 +3,8 @@
 A *workload* is an ordered list of requests; every configuration runs the same list. Requests are
 conversations (``ChatPrompt``) rendered by the target's chat template, like every other prompt:
 
-* ``toolcalls`` — an agent's first turn (system prompt, its tools, a user question): the model's
-  tool call, schema boilerplate plus entity values (SQL, queries);
+* ``toolcalls`` — an agent's first turn (system prompt, its tools, its retrieved worked examples and
+  passages, a user question): the model's tool call, schema boilerplate plus entity values (SQL, queries);
 * ``prose`` — user requests for free text (explanations, runbook steps);
 * ``code`` — user requests for SQL and Python.
 
@@ -127,10 +127,14 @@ def chat_requests(name: str, agent: str = "sql_analyst", key: str = "tool") -> l
             raise ConfigError(AGENT_UNAVAILABLE.replace("agent workload", "toolcalls workload"))
         from specterm.agent import load_agent
         from specterm.agent.prompt import build_chat
+        from specterm.agent.tools import ToolBox
 
         agent_def = load_agent(agent)
+        box = ToolBox(agent_def)
         questions = TOOLCALL_REQUESTS.get(agent_def.name, AGENT_REQUESTS)
-        return [build_chat(agent_def, [("user", q)], [], key=key) for q in questions]  # type: ignore[arg-type]
+        # The first turn exactly as the agent sends it: with its retrieved examples and passages.
+        return [build_chat(agent_def, [("user", q)], box.retrieve(q) if box.retrieves else [], key=key)  # type: ignore[arg-type]
+                for q in questions]
     if name not in CHAT:
         builtin_prompts(name)  # raises the one-line "unknown workload"
     return [ChatPrompt.user(text) for text in CHAT[name]]
