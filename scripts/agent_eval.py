@@ -58,7 +58,10 @@ def score(agent, box, case: dict, result, events) -> dict:
     results = [e for e in events if isinstance(e, ToolResult)]
     pairs = list(zip(result.calls, results))
     answer = (result.answer or "").lower()
-    if "sql" in case:
+    if case.get("tool") == "none":  # answered without a tool: a greeting, a refusal, "not in the data"
+        tool, args_ok = "none", not result.calls
+        answer_ok = any(_says(answer, a) for a in case["answer"])
+    elif "sql" in case:
         tool = "query_sql"
         gold_text, _ = box.db().query(case["sql"])
         gold = _rows(gold_text)
@@ -78,10 +81,17 @@ def score(agent, box, case: dict, result, events) -> dict:
             expected = box.call(tool, case["arguments"]).content
             args_ok = any(c.tool == tool and r.ok and r.content == expected for c, r in pairs)
         answer_ok = any(_says(answer, a) for a in case["answer"])
-    tool_ok = any(c.tool == tool for c in result.calls)
+    tool_ok = not result.calls if tool == "none" else any(c.tool == tool for c in result.calls)
     return {"question": case["question"], "tool": tool_ok, "arguments": args_ok, "answer": answer_ok,
             "success": tool_ok and args_ok and answer_ok, "calls": [c.raw for c in result.calls],
             "final": result.answer, "error": result.error}
+
+
+def _by_intent(rows: list[dict], cases: list[dict]) -> dict:
+    groups: dict[str, list[bool]] = {}
+    for r, c in zip(rows, cases):
+        groups.setdefault(c.get("intent", "case"), []).append(r["success"])
+    return {k: round(sum(v) / len(v), 3) for k, v in groups.items()}
 
 
 class SpecTally:
@@ -92,25 +102,55 @@ class SpecTally:
 
         self.stats = {"tool_call": SpecStats(), "answer": SpecStats()}
         self.forced = {"tool_call": 0, "answer": 0}
+        self.corrections = {"entity": 0, "syntax": 0}
+        self.tokens = {"entity": 0, "syntax": 0}
         self._kind = "tool_call"
+        self._gen: list[tuple[str, str]] = []  # (text, verdict) of the generation in progress
 
     def __call__(self, event) -> None:
-        from specterm.events import AgentStepStarted, SpecStep
+        from specterm.events import AgentStepFinished, AgentStepStarted, SpecStep
 
         if isinstance(event, AgentStepStarted) and event.kind in self.stats:
             self._kind = event.kind
+            self._gen = []
         elif isinstance(event, SpecStep):
             self.stats[self._kind].add_step(event)
             self.forced[self._kind] += sum(t.forced for t in event.tokens)
+            self._gen += [(t.text, t.verdict) for t in event.tokens]
+        elif isinstance(event, AgentStepFinished) and event.kind in self.stats and self._gen:
+            text = "".join(t for t, _ in self._gen)
+            mask = entity_mask(text)
+            pos = 0
+            for piece, verdict in self._gen:
+                kind = "entity" if any(mask[pos : pos + len(piece)]) else "syntax"
+                pos += len(piece)
+                self.tokens[kind] += 1
+                self.corrections[kind] += verdict == "correction"
+            self._gen = []
 
     def summary(self) -> dict:
-        out = {}
+        n = sum(self.corrections.values())
+        out: dict = {"corrections": {**self.corrections, "entity_share": round(self.corrections["entity"] / n, 3)
+                                     if n else None, "entity_token_share": round(
+                                         self.tokens["entity"] / (sum(self.tokens.values()) or 1), 3)}}
         for kind, s in self.stats.items():
             rate, mal = s.acceptance_rate, s.mean_acceptance_length
             out[kind] = {"tokens": s.tokens, "acceptance_rate": None if rate is None else round(rate, 3),
                          "mean_acceptance_length": None if mal is None else round(mal, 2),
                          "forced_share": round(self.forced[kind] / s.tokens, 3) if s.tokens else None}
         return out
+
+
+_ENTITY = re.compile(r"'[^']*'|-?\d+(?:\.\d+)?|(?<=\"(?:table|query)\":\")[^\"]*")
+
+
+def entity_mask(text: str) -> list[bool]:
+    """Which characters of a generated call are *entities* (SQL string literals, numbers, the
+    values of ``table``/``query`` arguments) rather than syntax (JSON, SQL keywords, prose)."""
+    mask = [False] * len(text)
+    for m in _ENTITY.finditer(text):
+        mask[m.start() : m.end()] = [True] * (m.end() - m.start())
+    return mask
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spec", action="store_true", help="target-only")
     ap.add_argument("-k", type=int, default=4, help="draft tokens per step (default 4)")
     ap.add_argument("--json", metavar="FILE", help="also write every case's details here")
+    ap.add_argument("--heldout", type=int, metavar="N", help="N cases per agent in the held-out phrasings "
+                    "(specterm.models.intents: never in the training corpus) instead of eval.toml")
+    ap.add_argument("--no-examples", action="store_true", help="retrieve no worked examples (example_k = 0)")
     args = ap.parse_args(argv)
 
     from specterm.agent import AgentRunner, list_agents, load_agent
@@ -141,9 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     with load_engine(config) as engine:
         for name in names:
             agent = load_agent(name)
+            if args.no_examples:
+                agent = agent.model_copy(update={"retrieval": agent.retrieval.model_copy(update={"example_k": 0})})
             box, tally, rows = ToolBox(agent), SpecTally(), []
             runner = AgentRunner(agent, engine, toolbox=box)
-            cases = load_cases(agent)[: args.limit]
+            if args.heldout:
+                from specterm.models.corpus import heldout_cases
+
+                cases = heldout_cases(name, args.heldout)[: args.limit]
+            else:
+                cases = load_cases(agent)[: args.limit]
             started = time.perf_counter()
             for i, case in enumerate(cases, 1):
                 events: list = []
@@ -163,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
                 "cases": len(rows),
                 **{k: round(sum(r[k] for r in rows) / n, 3) for k in ("tool", "arguments", "answer", "success")},
                 "speculation": tally.summary(), "wall_s": round(time.perf_counter() - started, 1),
+                "by_intent": _by_intent(rows, cases),
                 "details": rows,
             }
+    report["examples"] = not args.no_examples
+    report["cases"] = f"heldout {args.heldout}" if args.heldout else "eval.toml"
     m = report["models"]
     print(f"models: target {m['target']}  draft {m['draft']}  method {m['method']}  k {m['num_speculative_tokens']}")
     print(f"{'agent':<15}{'cases':>6}{'tool':>7}{'args':>7}{'answer':>8}{'success':>9}   speculation (tool-call gens | answer gens)")
@@ -174,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
                          f"forced {s['forced_share']} ({s['tokens']} tok)")
         print(f"{name:<15}{a['cases']:>6}{a['tool']:>7.0%}{a['arguments']:>7.0%}{a['answer']:>8.0%}"
               f"{a['success']:>9.0%}   {fmt(sp['tool_call'])} | {fmt(sp['answer'])}")
+        c = sp["corrections"]
+        print(f"{'':<15}corrections: {c['entity']} on entity tokens, {c['syntax']} on syntax "
+              f"(entity share {c['entity_share']}; entities are {c['entity_token_share']:.0%} of tokens)")
+        weak = {k: v for k, v in a["by_intent"].items() if v < 1}
+        if weak:
+            print(f"{'':<15}intents below 100%: " + ", ".join(f"{k} {v:.0%}" for k, v in sorted(weak.items())))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

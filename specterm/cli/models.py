@@ -2,9 +2,10 @@
 
 * ``specterm models info`` — which pair a run uses by default, and what is installed (the embedded
   pair shipped in ``models/embedded`` with its ``train.json``, and the tiny test pair).
-* ``specterm models train [--out DIR] [--quick]`` — reproduce the embedded pair from scratch: corpus
-  from the agents' real tools and data, byte-level BPE tokenizer, target and draft (about 20 min on
-  2 cores; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
+* ``specterm models train [--out DIR] [--quick]`` — train a pair from scratch: corpus from the agents'
+  intents run on their real tools and data, with worked examples in the prompts, byte-level BPE
+  tokenizer, target and draft (about 40 min on 2 cores; the shipped pair came from the previous
+  recipe, at commit c53d0c1; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
   same final losses to 1e-4 on the same machine and torch build (about 1e-2 across CPUs/builds).
 * ``specterm models import FILE.gguf DIR`` — a GGUF model (llama.cpp, LM Studio) as a directory vLLM
   loads: dequantised safetensors, tokenizer, chat template (``specterm.models.gguf_import``).
@@ -28,7 +29,7 @@ def register(subparsers: Any) -> None:
     info = sub.add_parser("info", help="which pair is the default and what is installed")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=info_handler)
-    train = sub.add_parser("train", help="reproduce the embedded pair (≈20 min on 2 cores)")
+    train = sub.add_parser("train", help="train a draft/target pair for the agents (≈40 min on 2 cores)")
     train.add_argument("--out", type=Path, help="output directory (default ./embedded-pair; the shipped pair is never overwritten)")
     train.add_argument("--quick", action="store_true", help="tiny budget: a smoke run of the pipeline (seconds)")
     train.add_argument("--seed", type=int, default=0)

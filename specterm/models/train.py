@@ -24,24 +24,29 @@ SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
 @dataclass
 class Settings:
     seed: int = 0
-    n_sql: int = 3000
-    n_ops: int = 1400
+    n_sql: int = 3400
+    n_ops: int = 1800
     vocab_size: int = 3000
     target_hidden: int = 256
-    target_layers: int = 6
-    target_steps: int = 900
+    target_layers: int = 8
+    target_steps: int = 550
     draft_hidden: int = 128
     draft_layers: int = 1
-    draft_steps: int = 600
+    draft_steps: int = 500
     batch: int = 8
     lr: float = 2e-3
     max_positions: int = 1024
     threads: int = 2
+    example_k: int = 2
+    """Worked examples retrieved into each training prompt (set the agents' ``example_k`` to match)."""
     heldout: int = 120
+    """In-distribution transcripts kept out of training (training phrasings, unseen entities/typos)."""
+    heldout_phrasings: int = 240
+    """Transcripts of the held-out phrasings (``intents``: never in the corpus) for the eval."""
 
 
 QUICK = Settings(n_sql=40, n_ops=30, vocab_size=600, target_hidden=64, target_layers=1, target_steps=6,
-                 draft_hidden=64, draft_layers=1, draft_steps=4, batch=4, heldout=10)
+                 draft_hidden=64, draft_layers=1, draft_steps=4, batch=4, heldout=10, heldout_phrasings=10)
 
 
 def build_tokenizer(texts: list[str], vocab_size: int):
@@ -165,7 +170,7 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:
     torch.use_deterministic_algorithms(True)
     out = Path(out)
     t0 = time.perf_counter()
-    transcripts = generate(s.seed, s.n_sql, s.n_ops)
+    transcripts = generate(s.seed, s.n_sql, s.n_ops, example_k=s.example_k)
     log(f"corpus: {len(transcripts)} transcripts in {time.perf_counter() - t0:.0f}s")
     tokenizer = build_tokenizer([t.text for t in transcripts], s.vocab_size)
     data = encode(tokenizer, transcripts)
@@ -189,10 +194,15 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:
                         "train_s": round(time.perf_counter() - t1, 1)}
         models[name] = model
     report["eval"] = evaluate(models["target"], models["draft"], held, pad)
+    n_ops = s.heldout_phrasings * s.n_ops // (s.n_sql + s.n_ops)
+    unseen = encode(tokenizer, generate(s.seed + 1, s.heldout_phrasings - n_ops, n_ops,
+                                      example_k=s.example_k, heldout=True))
+    report["eval_heldout_phrasings"] = evaluate(models["target"], models["draft"], unseen, pad)
     for name, model in models.items():
         d = out / name
         model.to(torch.bfloat16).save_pretrained(str(d), safe_serialization=True)
         tokenizer.save_pretrained(str(d))
     (out / "train.json").write_text(json.dumps(report, indent=2) + "\n")
     log(json.dumps(report["eval"]))
+    log(json.dumps(report["eval_heldout_phrasings"]))
     return report

@@ -1,0 +1,118 @@
+"""Worked examples (``agent/examples.py``) and the intents the embedded pair is trained and judged
+on (``models/intents.py``): the held-out phrasings are apart from the training ones, every intent's
+calls run on the real tools, examples load with one-line errors and are retrieved by meaning."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specterm.agent.definition import load_agent
+from specterm.errors import ConfigError
+
+
+@pytest.mark.parametrize("agent", ["sql_analyst", "ops_assistant"])
+def test_heldout_phrasings_never_appear_in_training(agent):
+    from specterm.models.intents import DOC_HELDOUT, DOC_TRAIN, Slots, intents_for, sample
+    from specterm.agent.tools import ToolBox
+
+    for it in intents_for(agent):
+        assert not set(it.train) & set(it.heldout), it.name
+    assert not {q for q, *_ in DOC_TRAIN} & {q for q, *_ in DOC_HELDOUT}
+    a = load_agent(agent)
+    slots = Slots(ToolBox(a).db() if a.database else None)
+    rng = random.Random(0)
+    train = {sample(agent, rng, slots).question for _ in range(3000)}
+    held = {sample(agent, rng, slots, heldout=True).question for _ in range(300)}
+    assert not train & held
+    shipped = {line.split(" = ", 1)[1].strip('"') for line in (a.path / "examples.toml").read_text().splitlines()
+               if line.startswith("question = ")}
+    assert len(shipped) > 100 and not shipped & held
+
+
+@pytest.mark.parametrize("agent", ["sql_analyst", "ops_assistant"])
+def test_every_intent_runs_on_the_real_tools(agent):
+    """Each intent, a few entities each: every call succeeds and the answer carries a value."""
+    from specterm.agent.tools import ToolBox
+    from specterm.models.corpus import resolve
+    from specterm.models.intents import Case, Slots, intents_for
+
+    a = load_agent(agent)
+    box = ToolBox(a)
+    box.store()  # the index and embedder load outside search_docs' 5 s timeout, as the loop's retrieval does
+    slots = Slots(box.db() if a.database else None)
+    rng = random.Random(1)
+    for it in intents_for(agent):
+        for _ in range(3):
+            s = slots.fill(rng, it.slot)
+            if it.name == "docs":
+                s["query"] = s["question"]
+            phr = (it.train or ("{question}",))[0]
+            case = Case(agent, it.name, phr.format(**s), it.calls(s), it.answer, s)
+            steps, answer = resolve(box, case)
+            for tool, args, res in steps:
+                assert box.call(tool, args).ok, (it.name, tool, args, res)
+                assert "'{r1}'" not in str(args)
+            if steps and steps[-1][0] == "query_sql":
+                assert res.split("\n")[1].strip(), (it.name, args)  # a value came back
+            assert answer and "{" not in answer, (it.name, answer)
+
+
+def test_heldout_cases_carry_gold_from_the_data():
+    from specterm.models.corpus import heldout_cases
+
+    sql = heldout_cases("sql_analyst", 40)
+    assert len({c["question"] for c in sql}) == 40
+    assert any(c.get("tool") == "none" for c in sql) and sum("sql" in c for c in sql) > 25
+    ops = heldout_cases("ops_assistant", 30)
+    assert {c["tool"] for c in ops} >= {"sla_budget", "capacity", "search_docs"}
+    assert heldout_cases("ops_assistant", 30) == ops  # deterministic
+
+
+def test_examples_file_errors_are_one_line(tmp_path):
+    from specterm.agent.examples import load_examples
+
+    agent = load_agent("sql_analyst")
+    cases = {
+        "[[example]\n": "not valid TOML",
+        '[[example]]\nquestion = "q"\n': "needs calls or an answer",
+        '[[example]]\nquestion = "q"\ncalls = [{ tool = "drop_db" }]\n': "unknown tool 'drop_db'",
+        '[[example]]\nquestion = ""\nanswer = "a"\n': "example[0].question",
+        '[[example]]\nquestion = "q"\nanswer = "a"\nextra = 1\n': "example[0].extra",
+    }
+    for text, expected in cases.items():
+        path = tmp_path / "examples.toml"
+        path.write_text(text)
+        with pytest.raises(ConfigError) as err:
+            load_examples(path, agent)
+        assert expected in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_agent_names_a_missing_examples_file(tmp_path):
+    folder = tmp_path / "mini"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "a.md").write_text("# A\n\nSome text.\n")
+    (folder / "agent.toml").write_text(
+        'system = "s"\n[retrieval]\ntop_k = 1\nexamples = "nope.toml"\n'
+        '[[tools]]\nname = "search_docs"\ndescription = "d"\nhandler = "docs.search"\n'
+        'parameters = { type = "object", properties = { query = { type = "string" } } }\n')
+    with pytest.raises(ConfigError, match=r"retrieval\.examples: file not found"):
+        load_agent(folder)
+
+
+def test_nearest_example_has_the_questions_intent(tmp_path, monkeypatch):
+    """Real embeddings: a question phrased unlike any example still retrieves its intent's SQL."""
+    monkeypatch.setenv("SPECTERM_CACHE_DIR", str(tmp_path))
+    from specterm.agent.tools import ToolBox
+
+    agent = load_agent("sql_analyst")  # example_k is 0 in the shipped file (the embedded pair's setting)
+    box = ToolBox(agent.model_copy(update={"retrieval": agent.retrieval.model_copy(update={"example_k": 2})}))
+    hits = box.examples().search("how many of our clients are located in Japan", 2)
+    assert [h.doc for h in hits] == ["example", "example"]
+    assert "FROM customers WHERE country =" in hits[0].text
+    ops = ToolBox(load_agent("ops_assistant")).examples().search("allowed downtime at 99.9% for 30 days", 1)
+    assert "sla_budget" in ops[0].text
+    # What the loop puts in the context: the examples first (fit_prompt drops from the end), then docs.
+    context = box.retrieve("how many of our clients are located in Japan")
+    assert [p.doc for p in context] == ["example", "example", "schema.md"]
