@@ -4,10 +4,12 @@ Starts ``GpuSampler`` at 4 Hz, then loads the GPU in phases: idle (baseline), a 
 loop (compute-bound), a large tensor copy (memory-bound: should drive DRAM bandwidth near peak), idle.
 Prints every sample as it arrives and one summary line per GPU. For the copy phase it also prints the
 bandwidth torch itself achieved (bytes read + written / time), which the GPM estimate should be near.
+Last, it checks that specterm's engine arguments keep CUDA graphs on with the installed vLLM build.
 
     python scripts/gpu_check.py [--seconds 10]
 
-Exit status: 0 when samples with a bandwidth figure arrived, 1 otherwise, 2 without a CUDA device.
+Exit status: 0 when samples with a bandwidth figure arrived and CUDA graphs are on, 1 otherwise, 2
+without a CUDA device.
 """
 
 from __future__ import annotations
@@ -135,7 +137,26 @@ def main() -> int:
         peak = next((s.peak_gbps for ss in by_phase.values() for s in ss if s.device == device), None)
         print(f"SUMMARY GPU{device} source={'/'.join(sorted(sources))} peak={fmt(peak, '.0f', ' GB/s')} | " + " | ".join(parts))
     print(f"SUMMARY sampler final state: {sampler.state}; torch copy {torch_gbps:.0f} GB/s to compare with the copy-phase estimate")
-    return 0 if ok else 1
+    graphs = engine_uses_cuda_graphs()
+    print(f"SUMMARY engine args: CUDA graphs {'on' if graphs else 'OFF (enforce_eager)'} with the installed vLLM build")
+    return 0 if ok and graphs is not False else 1
+
+
+def engine_uses_cuda_graphs() -> bool | None:
+    """Whether specterm's engine arguments keep CUDA graphs on (``enforce_eager`` off) here; None
+    without vLLM. Built from the embedded pair's config, so nothing is downloaded or loaded."""
+    try:
+        from specterm.engine.base import EngineConfig
+        from specterm.engine.vllm_engine import _engine_args
+        from specterm.paths import embedded_pair_dir
+    except ImportError:
+        return None
+    pair = embedded_pair_dir()
+    try:
+        args = _engine_args(EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model"))
+    except ImportError:
+        return None
+    return not args.enforce_eager
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -38,12 +38,34 @@ from specterm.paths import CONFIG_ENV, config_file
 ENV_PREFIX = "SPECTERM_"
 
 # Real pairs by hub id: plain config, loaded by vLLM as usual (need a hub or a local cache).
+# Sized to fit the hardware they name (PRESET_NEEDS): the 70B target's bf16 weights alone are ≈ 141 GB,
+# more than one 141 GB H200 holds next to a KV cache, so it is tensor-parallel over 2 GPUs (≈ 68 GiB each).
 PRESETS: dict[str, dict[str, Any]] = {
     "llama-3.3-70b": {"target": "meta-llama/Llama-3.3-70B-Instruct", "draft": "meta-llama/Llama-3.2-1B-Instruct",
                       "method": "draft_model", "num_speculative_tokens": 4, "dtype": "bfloat16",
-                      "tensor_parallel_size": 1},
+                      "tensor_parallel_size": 2},
     "qwen2.5-7b": {"target": "Qwen/Qwen2.5-7B-Instruct", "draft": "Qwen/Qwen2.5-0.5B-Instruct",
                    "method": "draft_model", "num_speculative_tokens": 4, "dtype": "bfloat16"},
+}
+
+
+class PresetNeeds(NamedTuple):
+    """What a preset's pair needs: parameters (billions) and the GPUs it is sized for."""
+
+    target_b: float
+    draft_b: float
+    gpus: int
+    gpu_gib: int
+
+    def weights_per_gpu_gib(self, tensor_parallel_size: int) -> float:
+        """bf16 weights per GPU: the target sharded over the TP group, the draft whole on each."""
+        return 2e9 * (self.target_b / tensor_parallel_size + self.draft_b) / 2**30
+
+
+PRESET_NEEDS: dict[str, PresetNeeds] = {
+    # ≈ 68 GiB of weights per GPU: 2 × H200 (141 GB = 131 GiB); on 80 GB GPUs use TP = 4 (-tp 4).
+    "llama-3.3-70b": PresetNeeds(70.6, 1.2, gpus=2, gpu_gib=131),
+    "qwen2.5-7b": PresetNeeds(7.6, 0.5, gpus=1, gpu_gib=24),      # ≈ 15 GiB
 }
 
 

@@ -47,3 +47,32 @@ def test_unknown_keys_and_broken_toml_are_one_line(config_file):
     config_file.write_text("[engine\n")
     with pytest.raises(ConfigError, match="is not valid TOML"):
         resolve_engine_config({})
+
+
+@pytest.mark.parametrize("name", ["llama-3.3-70b", "qwen2.5-7b"])
+def test_presets_fit_the_gpus_they_name(name):
+    """On paper (no GPU here): the preset's TP group is the GPU count it names, and its bf16 weights
+    per GPU leave at least a fifth of each GPU's memory for the KV cache and activations."""
+    from specterm.config import PRESET_NEEDS, PRESETS
+
+    needs, preset = PRESET_NEEDS[name], PRESETS[name]
+    tp = preset.get("tensor_parallel_size", 1)
+    assert tp == needs.gpus
+    assert needs.weights_per_gpu_gib(tp) <= 0.8 * needs.gpu_gib
+    if name == "llama-3.3-70b":  # TP = 1 would not fit even one 141 GB H200
+        assert needs.weights_per_gpu_gib(1) > 141e9 / 2**30
+
+
+@pytest.mark.parametrize("build, eager", [("cpu", True), ("cuda", False)])
+def test_eager_only_on_the_cpu_build(monkeypatch, build, eager):
+    """CUDA graphs stay on where they exist (small-batch decoding depends on them)."""
+    pytest.importorskip("vllm")
+    from specterm.engine import vllm_engine
+    from specterm.engine.base import EngineConfig
+    from specterm.paths import embedded_pair_dir
+
+    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: build)
+    pair = embedded_pair_dir()
+    args = vllm_engine._engine_args(EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"),
+                                                 method="draft_model"))
+    assert args.enforce_eager is eager

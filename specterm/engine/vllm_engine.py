@@ -149,7 +149,9 @@ def _engine_args(config: EngineConfig):
         pipeline_parallel_size=config.pipeline_parallel_size,
         scheduler_cls="specterm.engine.capture.CapturingScheduler",
         disable_log_stats=False,
-        enforce_eager=True,
+        # Eager only where it is needed: the CPU build has no graph capture to turn off, while on CUDA
+        # graphs are what small-batch decoding (exactly what a speculative step is) depends on.
+        enforce_eager=vllm_build() != "cuda",
         structured_outputs_config={
             "backend": config.structured_output_backend,
             # The per-request flag is ignored with speculation; the engine-wide one works.
