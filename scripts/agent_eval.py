@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write every case's details here")
     ap.add_argument("--heldout", type=int, metavar="N", help="N cases per agent in the held-out phrasings "
                     "(specterm.models.intents: never in the training corpus) instead of eval.toml")
-    ap.add_argument("--no-examples", action="store_true", help="retrieve no worked examples (example_k = 0)")
+    ap.add_argument("--example-k", type=int, metavar="K", help="worked examples retrieved per request "
+                    "(default: the agent's own example_k; 2 for a pair trained with them)")
+    ap.add_argument("--no-examples", action="store_true", help="retrieve no worked examples (= --example-k 0)")
     args = ap.parse_args(argv)
 
     from specterm.agent import AgentRunner, list_agents, load_agent
@@ -184,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     with load_engine(config) as engine:
         for name in names:
             agent = load_agent(name)
-            if args.no_examples:
-                agent = agent.model_copy(update={"retrieval": agent.retrieval.model_copy(update={"example_k": 0})})
+            k = 0 if args.no_examples else args.example_k
+            if k is not None:
+                agent = agent.model_copy(update={"retrieval": agent.retrieval.model_copy(update={"example_k": k})})
             box, tally, rows = ToolBox(agent), SpecTally(), []
             runner = AgentRunner(agent, engine, toolbox=box)
             if args.heldout:
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 "by_intent": _by_intent(rows, cases),
                 "details": rows,
             }
-    report["examples"] = not args.no_examples
+    report["example_k"] = 0 if args.no_examples else args.example_k
     report["cases"] = f"heldout {args.heldout}" if args.heldout else "eval.toml"
     m = report["models"]
     print(f"models: target {m['target']}  draft {m['draft']}  method {m['method']}  k {m['num_speculative_tokens']}")
