@@ -36,8 +36,6 @@ from specterm.agent.tools import ToolBox
 from specterm.events import Passage
 from specterm.models.intents import Case, Slots, add_typo, intents_for, sample
 
-AGENTS = ("sql_analyst", "ops_assistant")
-
 
 @dataclass
 class Transcript:
