@@ -84,19 +84,7 @@ def merge_stats(records: Iterable[RequestRecord]) -> SpecStats:
     """One ``SpecStats`` holding the counts of many requests (same definitions, summed counts)."""
     out = SpecStats()
     for rec in records:
-        s = rec.stats
-        for verdict, n in s.by_verdict.items():
-            out.by_verdict[verdict] = out.by_verdict.get(verdict, 0) + n
-        out.forced += s.forced
-        out.rejected += s.rejected
-        out.steps += s.steps
-        out.drafts += s.drafts
-        out.draft_tokens += s.draft_tokens
-        out.accepted += s.accepted
-        if len(out.accepted_per_pos) < len(s.accepted_per_pos):
-            out.accepted_per_pos.extend([0] * (len(s.accepted_per_pos) - len(out.accepted_per_pos)))
-        for i, n in enumerate(s.accepted_per_pos):
-            out.accepted_per_pos[i] += n
+        out.merge(rec.stats)
     return out
 
 
