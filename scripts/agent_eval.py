@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agent", action="append", help="agent name (repeatable; default: every agent with eval.toml)")
     ap.add_argument("--limit", type=int, help="first N cases per agent")
-    ap.add_argument("--target", help="target model dir (default: the tiny test pair)")
+    ap.add_argument("--target", help="target model dir (default: the embedded pair, models/embedded)")
     ap.add_argument("--draft", help="draft model dir")
     ap.add_argument("--no-spec", action="store_true", help="target-only")
     ap.add_argument("-k", type=int, default=4, help="draft tokens per step (default 4)")

@@ -106,8 +106,8 @@ def test_nearest_example_has_the_questions_intent(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTERM_CACHE_DIR", str(tmp_path))
     from specterm.agent.tools import ToolBox
 
-    agent = load_agent("sql_analyst")  # example_k is 0 in the shipped file (the embedded pair's setting)
-    box = ToolBox(agent.model_copy(update={"retrieval": agent.retrieval.model_copy(update={"example_k": 2})}))
+    box = ToolBox(load_agent("sql_analyst"))  # example_k = 2, as the embedded pair was trained
+    assert box.agent.retrieval.example_k == 2
     hits = box.examples().search("how many of our clients are located in Japan", 2)
     assert [h.doc for h in hits] == ["example", "example"]
     assert "FROM customers WHERE country =" in hits[0].text

@@ -28,15 +28,17 @@ class Settings:
     n_ops: int = 1800
     vocab_size: int = 3000
     target_hidden: int = 256
-    target_layers: int = 8
-    target_steps: int = 550
+    target_layers: int = 4
+    target_steps: int = 2200
     draft_hidden: int = 128
     draft_layers: int = 1
-    draft_steps: int = 500
+    draft_steps: int = 1200
     batch: int = 8
     lr: float = 2e-3
     max_positions: int = 1024
     threads: int = 2
+    split_digits: bool = True
+    """One token per digit, so numbers and ids are copied token for token (``build_tokenizer``)."""
     example_k: int = 2
     """Worked examples retrieved into each training prompt (set the agents' ``example_k`` to match)."""
     heldout: int = 120
@@ -49,12 +51,18 @@ QUICK = Settings(n_sql=40, n_ops=30, vocab_size=600, target_hidden=64, target_la
                  draft_hidden=64, draft_layers=1, draft_steps=4, batch=4, heldout=10, heldout_phrasings=10)
 
 
-def build_tokenizer(texts: list[str], vocab_size: int):
+def build_tokenizer(texts: list[str], vocab_size: int, split_digits: bool = False):
+    """Byte-level BPE with the agent chat template. ``split_digits`` makes every digit its own token
+    (as Llama and Qwen do): a number in the question ("Ġ5", "722") and the same number in a JSON call
+    ("57", "22") otherwise become different tokens, so copying it means learning a mapping instead of
+    attending to and repeating the same ids."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                         if split_digits else byte_level)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -121,6 +129,7 @@ def train_model(model, data, *, steps: int, seed: int, batch: int, lr: float, pa
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     model.train()
     recent: list[float] = []
+    t0 = time.perf_counter()
     for step in range(steps):
         idx = torch.randint(0, len(data), (batch,), generator=g).tolist()
         x, y, m = _batch(data, idx, pad)
@@ -132,7 +141,7 @@ def train_model(model, data, *, steps: int, seed: int, batch: int, lr: float, pa
         sched.step()
         recent = (recent + [float(loss.detach())])[-20:]
         if log and (step % 50 == 0 or step == steps - 1):
-            log(f"  step {step}/{steps} loss {recent[-1]:.4f}")
+            log(f"  step {step}/{steps} loss {recent[-1]:.4f} ({time.perf_counter() - t0:.0f}s)")
     model.eval()
     return sum(recent) / len(recent)
 
@@ -172,7 +181,7 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:
     t0 = time.perf_counter()
     transcripts = generate(s.seed, s.n_sql, s.n_ops, example_k=s.example_k)
     log(f"corpus: {len(transcripts)} transcripts in {time.perf_counter() - t0:.0f}s")
-    tokenizer = build_tokenizer([t.text for t in transcripts], s.vocab_size)
+    tokenizer = build_tokenizer([t.text for t in transcripts], s.vocab_size, split_digits=s.split_digits)
     data = encode(tokenizer, transcripts)
     longest = max(len(d[0]) for d in data)
     if longest > s.max_positions:
