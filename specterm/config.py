@@ -93,14 +93,18 @@ def _from_file(path: Path) -> dict[str, Any]:
     engine = data.get("engine", {})
     if not isinstance(engine, dict):
         raise ConfigError(f"config file {path}: [engine] must be a table")
-    return engine
+    return _no_method(engine)
 
 
-def _from_env() -> dict[str, Any]:
-    values = EnvSettingsSource(EngineSettings)()
+def _no_method(values: dict[str, Any]) -> dict[str, Any]:
+    """``method = "none"`` (TOML and the environment have no null) is target-only."""
     if isinstance(values.get("method"), str) and values["method"].lower() in ("none", ""):
         values["method"] = None
     return values
+
+
+def _from_env() -> dict[str, Any]:
+    return _no_method(EnvSettingsSource(EngineSettings)())
 
 
 def _validate(merged: dict[str, Any], sources: dict[str, str]) -> EngineConfig:

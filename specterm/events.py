@@ -114,6 +114,9 @@ class RequestFinished(BaseEvent):
     ttft_s: float | None = None
     wall_s: float = 0.0
     cancelled: bool = False
+    cached_tokens: int | None = None
+    """Prompt tokens vLLM served from its prefix cache (``RequestOutput.num_cached_tokens``): an agent
+    step that resends the previous step's prompt should find most of it there. None: not reported."""
 
 
 class EngineCounters(BaseEvent):

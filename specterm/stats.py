@@ -113,12 +113,22 @@ class RequestSummary:
     wall_s: float | None = None
     finish_reason: str | None = None
     cancelled: bool = False
+    prefill_tokens: int | None = None
+    """Tokens of the first step that emitted any: the prefill step, not decoding (as the bench counts)."""
 
     @property
     def tokens_per_s(self) -> float | None:
         if not self.wall_s:
             return None
         return self.stats.tokens / self.wall_s
+
+    @property
+    def decode(self) -> tuple[int, float] | None:
+        """(decode tokens, decode seconds) of a finished request: after its prefill step and TTFT,
+        the bench's definition (``bench.runner.RequestRecord``), so a live rate compares with it."""
+        if self.wall_s is None or self.ttft_s is None or self.prefill_tokens is None:
+            return None
+        return self.stats.tokens - self.prefill_tokens, max(self.wall_s - self.ttft_s, 0.0)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -150,10 +160,19 @@ class SessionSummary:
             req = self.requests[request_id] = RequestSummary(request_id)
         return req
 
+    def decode_tokens_per_s(self) -> float | None:
+        """Decode tokens ÷ decode seconds over the finished requests (``RequestSummary.decode``)."""
+        parts = [d for d in (r.decode for r in self.requests.values()) if d is not None]
+        secs = sum(s for _, s in parts)
+        return sum(n for n, _ in parts) / secs if secs > 0 else None
+
     def add_step(self, step: SpecStep) -> None:
         """One engine step. Duck-typed: anything with ``SpecStep``'s fields (the fast file summary
         passes its own slim structs, ``session/fast_summary.py``)."""
-        session, request = self.session, self.request(step.request_id).stats
+        summary = self.request(step.request_id)
+        if summary.prefill_tokens is None and step.tokens:
+            summary.prefill_tokens = len(step.tokens)
+        session, request = self.session, summary.stats
         in_session, in_request, forced = session.by_verdict, request.by_verdict, 0
         for tok in step.tokens:
             verdict = tok.verdict

@@ -8,7 +8,7 @@ from specterm.bench.results import Spread, aggregate, decode_rate, draft_cost_ra
 from specterm.bench.runner import DRAFT_AS_TARGET, TARGET_ONLY, BenchRunner, ConfigSpec, RequestRecord
 from specterm.bench.theory import alpha_from_acceptance_length, theoretical_speedup
 from specterm.engine.base import EngineConfig, GenerationParams
-from specterm.events import RequestFinished, SpecStep, Token
+from specterm.events import RequestFinished, RequestStarted, SpecStep, Token
 from specterm.stats import SpecStats
 
 
@@ -167,11 +167,38 @@ def test_an_agent_turn_of_two_engine_requests_folds_into_one_record():
     def step(rid, i, n, wall):
         return SpecStep(request_id=rid, index=i, tokens=[Token(id=7, text="x", verdict="target")] * n, wall_s=wall)
 
-    events = [step("a", 0, 1, 0.5), step("a", 1, 3, 0.01), step("a", 2, 2, 0.01),
-              RequestFinished(request_id="a", output_tokens=6, wall_s=0.6, ttft_s=0.5),
+    events = [RequestStarted(request_id="a", prompt_tokens=500),
+              step("a", 0, 1, 0.5), step("a", 1, 3, 0.01), step("a", 2, 2, 0.01),
+              RequestFinished(request_id="a", output_tokens=6, wall_s=0.6, ttft_s=0.5, cached_tokens=0),
+              RequestStarted(request_id="b", prompt_tokens=540),
               step("b", 0, 1, 0.3), step("b", 1, 1, 0.02),
-              RequestFinished(request_id="b", output_tokens=2, wall_s=0.4, ttft_s=0.3)]
+              RequestFinished(request_id="b", output_tokens=2, wall_s=0.4, ttft_s=0.3, cached_tokens=496)]
     r = record_from_events(events, config="c", block="c", round=0, prompt=0, workload="agent")
     assert (r.tokens, r.steps, r.first_step_tokens, r.decode_tokens) == (8, 5, 2, 6)
     assert r.wall_s == pytest.approx(1.0) and r.ttft_s == 0.5
     assert r.decode_s == pytest.approx(1.0 - 0.8) and r.decode_step_s == [0.01, 0.01, 0.02]
+    assert r.step_ttft_s == [0.5, 0.3] and r.step_cached == [(500, 0), (540, 496)]
+
+
+def test_ttft_by_agent_step_is_the_median_per_step_index_and_steps_after_the_first_are_compared_to_it():
+    from rich.console import Console
+
+    from specterm.bench.report import ttft_steps_table
+    from specterm.bench.results import ttft_by_step
+
+    recs = [rec("draft_model k=4", "draft_model k=4", 0) for _ in range(3)]
+    recs[0].step_ttft_s, recs[1].step_ttft_s, recs[2].step_ttft_s = [1.0, 0.2, 0.1], [3.0, 0.4], [2.0, None, 0.3]
+    recs[0].step_cached = [(400, 0), (440, 400), (480, 432)]
+    recs[1].step_cached = [(400, None), (440, None)]  # not reported: left out, not counted as misses
+    assert ttft_by_step(recs) == [2.0, pytest.approx(0.3), pytest.approx(0.2)]
+    res = aggregate(recs, [ConfigSpec("draft_model", 4)])[1]
+    assert res.ttft_by_step == [2.0, pytest.approx(0.3), pytest.approx(0.2)]
+    assert res.later_ttft_share == pytest.approx(0.125) and res.as_dict()["later_ttft_share"] == res.later_ttft_share
+    assert res.later_cached_share == pytest.approx(832 / 920)
+    console = Console(width=100, record=True)
+    console.print(ttft_steps_table([res]))
+    out = console.export_text()
+    assert "step 3" in out and "2000" in out and "12%" in out and "90%" in out
+    single = rec(TARGET_ONLY, TARGET_ONLY, 0)
+    single.step_ttft_s = [0.5]
+    assert ttft_steps_table(aggregate([single], [])) is None  # plain requests: no per-step table

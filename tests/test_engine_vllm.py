@@ -203,3 +203,14 @@ def test_a_failing_sink_leaves_the_engine_clean(spec_engine):
     finished, steps, events = _run(spec_engine, PROMPTS[4])
     assert finished.output_tokens == MAX_TOKENS == sum(len(s.tokens) for s in steps)
     assert [e for e in events if isinstance(e, EngineCounters)][0].matched
+
+
+def test_a_prompt_that_resends_the_previous_one_finds_its_prefix_in_vllms_cache(spec_engine):
+    # What an agent step does: the same prompt plus the call and the tool result. vLLM reports the
+    # prompt tokens it served from its prefix cache (full KV blocks only), with speculation on.
+    first = " ".join(PROMPTS) * 2
+    cold, _, _ = _run(spec_engine, first)
+    warm, _, _ = _run(spec_engine, first + cold.text + " and the result was 42.")
+    assert cold.cached_tokens is not None and warm.cached_tokens is not None
+    assert warm.cached_tokens > cold.cached_tokens
+    assert warm.cached_tokens >= 128  # at least a block of the resent prefix

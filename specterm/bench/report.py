@@ -66,6 +66,25 @@ def acceptance_table(results: Sequence[ConfigResult]) -> Table:
     return table
 
 
+def ttft_steps_table(results: Sequence[ConfigResult], *, max_steps: int = 6) -> Table | None:
+    """TTFT by agent step (ms) and steps 2+ ÷ step 1; None when no unit had more than one step."""
+    if not any(len(r.ttft_by_step) > 1 for r in results):
+        return None
+    n = min(max(len(r.ttft_by_step) for r in results), max_steps)
+    table = Table(title="TTFT by agent step (ms; median over the turns that reached the step)",
+                  title_justify="left", header_style="bold")
+    table.add_column("configuration")
+    for i in range(n):
+        table.add_column(f"step {i + 1}", justify="right")
+    table.add_column("2+ ÷ 1", justify="right")
+    table.add_column("2+ cached", justify="right")  # share of their prompt found in vLLM's prefix cache
+    for r in results:
+        cells = [f"{t * 1e3:.0f}" for t in r.ttft_by_step[:n]]
+        table.add_row(Text(r.label), *cells, *["–"] * (n - len(cells)), fmt_opt(r.later_ttft_share, ".0%"),
+                      fmt_opt(r.later_cached_share, ".0%"))
+    return table
+
+
 def speedup_plot(results: Sequence[ConfigResult], *, height: int = 12, col: int = 6) -> Text:
     """Speed-up (median) vs k, one marker letter per method, ``·`` for the theory, ``-`` at 1×."""
     points = [r for r in results if r.method and r.speedup is not None]
@@ -121,6 +140,8 @@ def write_svg(path: str, results: Sequence[ConfigResult], *, title: str) -> None
     console.print(speedup_plot(results))
     console.print(results_table(results))
     console.print(acceptance_table(results))
+    if (steps := ttft_steps_table(results)) is not None:
+        console.print(steps)
     try:
         console.save_svg(path, title="specterm bench")
     except OSError as err:

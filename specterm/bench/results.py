@@ -75,9 +75,20 @@ class ConfigResult:
     speedup: Spread | None = None
     theory: float | None = None
     measured_over_theory: float | None = None
+    ttft_by_step: list[float] = field(default_factory=list)
+    """Median TTFT of agent step 1, 2, ... over the records that reached that step (agent turns)."""
+    later_cached_share: float | None = None
+    """Of the prompt tokens of steps 2+, the share vLLM found in its prefix cache (None: not reported)."""
+
+    @property
+    def later_ttft_share(self) -> float | None:
+        """Median TTFT of steps 2+ ÷ step 1's: what a step that resends its prefix still pays for it."""
+        if len(self.ttft_by_step) < 2 or not self.ttft_by_step[0]:
+            return None
+        return statistics.median(self.ttft_by_step[1:]) / self.ttft_by_step[0]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "later_ttft_share": self.later_ttft_share}
 
 
 def merge_stats(records: Iterable[RequestRecord]) -> SpecStats:
@@ -86,6 +97,28 @@ def merge_stats(records: Iterable[RequestRecord]) -> SpecStats:
     for rec in records:
         out.merge(rec.stats)
     return out
+
+
+def ttft_by_step(records: Sequence[RequestRecord]) -> list[float]:
+    """Per step index (agent step 1, 2, ...): the median TTFT over the records that reached it."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for rec in records:
+        for i, t in enumerate(rec.step_ttft_s):
+            if t is not None:
+                by_step[i].append(t)
+    out = []
+    for i in range(len(by_step)):
+        if not by_step.get(i):
+            break
+        out.append(statistics.median(by_step[i]))
+    return out
+
+
+def later_cached_share(records: Sequence[RequestRecord]) -> float | None:
+    """Prompt tokens served from the prefix cache ÷ prompt tokens, over every step after the first."""
+    pairs = [(p, c) for rec in records for p, c in rec.step_cached[1:] if c is not None and p]
+    total = sum(p for p, _ in pairs)
+    return sum(c for _, c in pairs) / total if total else None
 
 
 def decode_rate(records: Sequence[RequestRecord]) -> float | None:
@@ -146,6 +179,7 @@ def _base(label: str, method: str | None, k: int, recs: Sequence[RequestRecord],
         tokens_per_s=Spread.of(rates), wall_s=Spread.of(r.wall_s for r in recs),
         ttft_s=Spread.of(r.ttft_s for r in recs), step_s=median_step(recs),
         steps_per_token=sum(r.steps for r in recs) / tokens if tokens else None,
+        ttft_by_step=ttft_by_step(recs), later_cached_share=later_cached_share(recs),
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine
 from specterm.engine.chat import Prompt
-from specterm.events import RequestFinished, SpecStep
+from specterm.events import RequestFinished, RequestStarted, SpecStep
 from specterm.stats import SpecStats
 
 TARGET_ONLY = "target-only"
@@ -70,6 +70,12 @@ class RequestRecord:
 
     prefill_s: float | None = None
     """Sum of the TTFTs of the unit's engine requests (one for a plain request)."""
+    step_cached: list[tuple[int, int | None]] = field(default_factory=list)
+    """(prompt tokens, of which found in vLLM's prefix cache) per engine request, as ``step_ttft_s``."""
+    step_ttft_s: list[float | None] = field(default_factory=list)
+    """TTFT of each engine request of the unit in order: agent step 1, 2, ... (one for a plain request).
+    Steps 2+ resend step 1's prompt plus a few dozen tokens, so with prefix caching they should cost
+    a fraction of step 1."""
 
     @property
     def decode_s(self) -> float:
@@ -102,6 +108,7 @@ def record_from_events(events: Sequence[Any], *, config: str, block: str, round:
             decode_steps.append(s.wall_s)
         else:
             first[s.request_id] = s
+    prompts = [e.prompt_tokens for e in events if isinstance(e, RequestStarted)]
     wall = sum(f.wall_s for f in finished)
     ttfts = [f.ttft_s for f in finished if f.ttft_s is not None]
     return RequestRecord(
@@ -109,7 +116,8 @@ def record_from_events(events: Sequence[Any], *, config: str, block: str, round:
         tokens=stats.tokens, first_step_tokens=sum(len(s.tokens) for s in first.values()),
         steps=len(steps), wall_s=wall, ttft_s=finished[0].ttft_s, decode_step_s=decode_steps, stats=stats,
         token_ids=[t.id for s in steps for t in s.tokens], text="".join(f.text for f in finished),
-        workload=workload, prefill_s=sum(ttfts),
+        workload=workload, prefill_s=sum(ttfts), step_ttft_s=[f.ttft_s for f in finished],
+        step_cached=[(p, f.cached_tokens) for p, f in zip(prompts, finished)],
     )
 
 

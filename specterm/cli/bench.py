@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--json", metavar="FILE", help="write all results (and the per-request records) as JSON")
     p.add_argument("--plot", metavar="FILE.svg", help="write the speed-up plot and table as SVG")
+    p.add_argument("--recommend", action="store_true",
+                   help="write the fastest configuration (or 'none' when nothing beats target-only) to the "
+                        "config file, with its expected speed-up for the dashboard")
     p.add_argument("--sanity", action="store_true",
                    help="instead: check draft = target accepts ≈100%% and greedy output is lossless")
     p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default 0,1)")
@@ -59,6 +62,8 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.no_spec:
         raise ConfigError("bench always runs target-only next to speculation; drop --no-spec")
+    if args.recommend and args.sanity:
+        raise ConfigError("--recommend needs a speed bench; drop --sanity")
     console = Console(highlight=False)
     base = engine_config_from_args(args)
     if args.sanity:
@@ -114,7 +119,8 @@ def _specs(args: argparse.Namespace, base) -> list:
 def bench(args: argparse.Namespace, base, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from specterm.bench.report import acceptance_table, results_table, speedup_plot, to_json, write_json, write_svg
+    from specterm.bench.report import (acceptance_table, results_table, speedup_plot, to_json, ttft_steps_table,
+                                       write_json, write_svg)
     from specterm.bench.results import aggregate
     from specterm.bench.runner import BenchRunner
     from specterm.bench.workloads import describe
@@ -134,21 +140,43 @@ def bench(args: argparse.Namespace, base, console) -> int:
         runner.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
     meta = _meta(base, args, workloads)
     out: dict[str, Any] = {"meta": meta, "workloads": {}}
+    per_workload = {}
     for name in workloads:
         recs = [r for r in runner.records if r.workload == name]
-        results = aggregate(recs, specs)
+        results = per_workload[name] = aggregate(recs, specs)
         limit = f"agent {args.agent}'s max_tokens" if name == "agent" else f"max_tokens {args.max_tokens}"
         title = f"workload {name}: {len(workloads[name])} prompts × {args.repeats} rounds, {limit}"
         console.print(results_table(results, title=title))
         console.print(acceptance_table(results))
+        if (steps := ttft_steps_table(results)) is not None:
+            console.print(steps)
         console.print(speedup_plot(results))
         out["workloads"][name] = to_json(results, {"prompts": [describe(p) for p in workloads[name]]})
         if args.plot:
             write_svg(args.plot if len(workloads) == 1 else _suffixed(args.plot, name), results, title=title)
+    if args.recommend:
+        out["recommendation"] = _recommend(per_workload, base, console).model_dump()
     if args.json:
         out["records"] = [_record(r) for r in runner.records]
         write_json(args.json, out)
     return 0
+
+
+def _recommend(per_workload: dict, base, console):
+    from rich.text import Text
+
+    from specterm.bench import recommend
+    from specterm.paths import config_file
+
+    rec = recommend.choose(per_workload, base)
+    path = config_file()
+    recommend.write(path, rec)
+    over = ", ".join(per_workload)
+    why = (f"{rec.speedup:.2f}× decode speed-up over target-only" if rec.method != recommend.NO_SPECULATION
+           else "no speculative configuration beat target-only")
+    console.print(Text.assemble(("recommendation: ", "bold"), (rec.label, "bold green"),
+                                f" ({why}; workloads {over}) → written to {path}"))
+    return rec
 
 
 def _suffixed(path: str, name: str) -> str:
@@ -159,7 +187,7 @@ def _suffixed(path: str, name: str) -> str:
 def _record(r) -> dict[str, Any]:
     return {"workload": r.workload, "config": r.config, "block": r.block, "round": r.round,
             "prompt": r.prompt, "tokens": r.tokens, "first_step_tokens": r.first_step_tokens, "steps": r.steps, "wall_s": r.wall_s,
-            "ttft_s": r.ttft_s, "decode_step_s": r.decode_step_s, "stats": r.stats.as_dict()}
+            "ttft_s": r.ttft_s, "step_ttft_s": r.step_ttft_s, "step_cached": r.step_cached, "decode_step_s": r.decode_step_s, "stats": r.stats.as_dict()}
 
 
 def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:

@@ -52,6 +52,12 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
 
 
 def session_header(config: EngineConfig, *, agent: str | None = None, extra: dict | None = None) -> SessionStarted:
+    """The session's first event. Carries ``bench --recommend``'s recommendation when it was measured
+    on exactly this configuration, so the dashboard (live or replayed) shows its expected speed-up."""
+    from specterm.bench.recommend import for_engine
+
+    if (rec := for_engine(config)) is not None:
+        extra = (extra or {}) | {"recommendation": rec.model_dump()}
     return SessionStarted(
         specterm_version=__version__,
         config=config.model_dump() | (extra or {}),

@@ -276,7 +276,7 @@ class VllmSpecEngine(SpecEngine):
         assembler = StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink)
         text: list[str] = []
         try:
-            finish_reason, detailed, cancelled, ttft = self._drive(
+            finish_reason, detailed, cancelled, ttft, cached = self._drive(
                 rid, internal_id, cancel, assembler, text, start)
         except BaseException:
             # A failing sink or Ctrl-C mid-request: never leave the request in the engine, or the
@@ -291,14 +291,16 @@ class VllmSpecEngine(SpecEngine):
         finished = RequestFinished(
             t=clock(), request_id=rid, finish_reason=finish_reason, text="".join(text),
             output_tokens=assembler.stats.tokens, ttft_s=ttft, wall_s=wall_s, cancelled=cancelled,
+            cached_tokens=cached,
         )
         sink(finished)
         return finished
 
     def _drive(self, rid, internal_id, cancel, assembler, text, start):
-        """Step the engine until the request ends; returns (finish_reason, detailed, cancelled, ttft)."""
+        """Step the engine until the request ends; returns (finish_reason, detailed, cancelled, ttft,
+        prompt tokens found in the prefix cache)."""
         engine = self._engine
-        finish_reason, detailed, cancelled, ttft = None, None, False, None
+        finish_reason, detailed, cancelled, ttft, cached = None, None, False, None, None
         while engine.has_unfinished_requests():
             if cancel is not None and cancel.is_set():
                 engine.abort_request([rid])
@@ -313,6 +315,8 @@ class VllmSpecEngine(SpecEngine):
                 if out.request_id not in (rid, internal_id):
                     continue
                 comp = out.outputs[0]
+                if (n := getattr(out, "num_cached_tokens", None)) is not None:
+                    cached = max(cached or 0, n)
                 if comp.token_ids and ttft is None:
                     ttft = time.perf_counter() - start
                 assembler.add(list(comp.token_ids), record, wall)
@@ -320,7 +324,7 @@ class VllmSpecEngine(SpecEngine):
                 if comp.finish_reason is not None:
                     finish_reason = comp.finish_reason
                     detailed = getattr(comp, "spec_decode_metrics", None)
-        return finish_reason, detailed, cancelled, ttft
+        return finish_reason, detailed, cancelled, ttft, cached
 
     def _reconcile(self, rid, assembler, before, detailed, sink) -> None:
         after = spec_counters(self._engine.get_metrics())

@@ -1,5 +1,10 @@
 """Acceptance: rate, mean acceptance length and per-position acceptance for the current request
-and the session, plus a sparkline of per-step acceptance. All numbers from ``specterm.stats``."""
+and the session, plus a sparkline of per-step acceptance. All numbers from ``specterm.stats``.
+
+With a ``bench --recommend`` recommendation for this configuration (in the session header), the
+bottom border shows the live decode speed-up next to the one the bench measured: the session's decode
+rate (``SessionSummary.decode_tokens_per_s``) ÷ the target-only decode rate that bench saw. Other
+prompts than the bench's, so an estimate, labelled as such."""
 
 from __future__ import annotations
 
@@ -16,6 +21,24 @@ class AcceptancePanel(Panel):
     def __init__(self, state: ViewState, *, id: str | None = None) -> None:
         super().__init__("acceptance", id=id)
         self.state = state
+
+    def flush(self) -> None:
+        line = self.speedup_line(compact=self.inner_width < 30)
+        if line != (self.border_subtitle or ""):  # a repaint only when it changed
+            self.border_subtitle = line
+        super().flush()
+
+    def speedup_line(self, *, compact: bool = False) -> str:
+        """``"1.72× live · 1.90× bench"``, or "" without a recommendation for this session."""
+        rec = self.state.session.config.get("recommendation") if self.state.session else None
+        if not isinstance(rec, dict):
+            return ""
+        if rec.get("method") == "none":
+            return "bench: target-only fastest"
+        base, rate = rec.get("target_only_tok_s"), self.state.summary.decode_tokens_per_s()
+        live = f"{rate / base:.2f}×" if rate and base else "–"
+        expected = f"{rec.get('speedup', 0):.2f}×"
+        return f"{live}·bench {expected}" if compact else f"{live} live · {expected} bench"
 
     def body(self, styles: dict[str, Style], width: int) -> Text:
         summary = self.state.summary
