@@ -107,6 +107,9 @@ class FakeEngine:
     def close(self):
         self.log.append(("close", self.config.method, 0))
 
+    def reset_prefix_cache(self):
+        self.log.append(("reset", self.config.method, 0))
+
 
 def test_runner_interleaves_and_swaps_order_and_closes_engines():
     log = []
@@ -119,6 +122,10 @@ def test_runner_interleaves_and_swaps_order_and_closes_engines():
     assert measured == [(TARGET_ONLY, "p1"), ("ngram", "p1"), ("ngram", "p2"), (TARGET_ONLY, "p2"),
                         ("ngram", "p1"), (TARGET_ONLY, "p1"), (TARGET_ONLY, "p2"), ("ngram", "p2")]
     assert [e for e in log if e[0] == "close"] == [("close", "ngram", 0), ("close", None, 0)]
+    # each measured request starts from a cold prefix cache, on both sides
+    runs = [e for e in log if e[0] != "close" and e[2] != 4]  # (the 4-token warm-ups are not measured)
+    assert all(runs[i][0] == "reset" and runs[i + 1][0] != "reset" for i in range(0, len(runs), 2))
+    assert [r[1] for r in runs[::2]] == [None, "ngram", "ngram", None, "ngram", None, None, "ngram"]
     assert {r.workload for r in records} == {"w"} and all(r.decode_tokens == 2 for r in records)
 
 

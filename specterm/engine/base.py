@@ -134,6 +134,9 @@ class SpecEngine(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the engine's resources."""
 
+    def reset_prefix_cache(self) -> None:  # noqa: B027 - optional hook
+        """Forget cached prompt prefixes (vLLM's prefix cache), so the next request starts cold."""
+
     def __enter__(self) -> "SpecEngine":
         return self
 

@@ -358,6 +358,10 @@ class VllmSpecEngine(SpecEngine):
                         self._scheduler.take_records()
         return [out[f"sample-{i}"] for i in range(n)]
 
+    def reset_prefix_cache(self) -> None:
+        if getattr(self, "_engine", None) is not None:
+            self._engine.reset_prefix_cache()
+
     def close(self) -> None:
         engine = getattr(self, "_engine", None)
         if engine is not None:
