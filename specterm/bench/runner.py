@@ -68,8 +68,6 @@ class RequestRecord:
     def decode_tokens(self) -> int:
         return self.tokens - self.first_step_tokens
 
-    prefill_s: float | None = None
-    """Sum of the TTFTs of the unit's engine requests (one for a plain request)."""
     step_cached: list[tuple[int, int | None]] = field(default_factory=list)
     """(prompt tokens, of which found in vLLM's prefix cache) per engine request, as ``step_ttft_s``."""
     step_ttft_s: list[float | None] = field(default_factory=list)
@@ -78,9 +76,15 @@ class RequestRecord:
     a fraction of step 1."""
 
     @property
+    def prefill_s(self) -> float:
+        """Sum of the TTFTs of the unit's engine requests (``ttft_s`` for a record built without them)."""
+        if self.step_ttft_s:
+            return sum(t for t in self.step_ttft_s if t is not None)
+        return self.ttft_s or 0.0
+
+    @property
     def decode_s(self) -> float:
-        prefill = self.prefill_s if self.prefill_s is not None else (self.ttft_s or 0.0)
-        return max(self.wall_s - prefill, 0.0)
+        return max(self.wall_s - self.prefill_s, 0.0)
 
 
 def record_from_events(events: Sequence[Any], *, config: str, block: str, round: int, prompt: int,
@@ -110,13 +114,12 @@ def record_from_events(events: Sequence[Any], *, config: str, block: str, round:
             first[s.request_id] = s
     prompts = [e.prompt_tokens for e in events if isinstance(e, RequestStarted)]
     wall = sum(f.wall_s for f in finished)
-    ttfts = [f.ttft_s for f in finished if f.ttft_s is not None]
     return RequestRecord(
         config=config, block=block, round=round, prompt=prompt,
         tokens=stats.tokens, first_step_tokens=sum(len(s.tokens) for s in first.values()),
         steps=len(steps), wall_s=wall, ttft_s=finished[0].ttft_s, decode_step_s=decode_steps, stats=stats,
         token_ids=[t.id for s in steps for t in s.tokens], text="".join(f.text for f in finished),
-        workload=workload, prefill_s=sum(ttfts), step_ttft_s=[f.ttft_s for f in finished],
+        workload=workload, step_ttft_s=[f.ttft_s for f in finished],
         step_cached=[(p, f.cached_tokens) for p, f in zip(prompts, finished)],
     )
 
