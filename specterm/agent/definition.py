@@ -5,8 +5,10 @@ the vector store retrieves from) and any data its tools use (``data/shop.sql``).
 ``$SPECTERM_AGENTS_DIR`` (``os.pathsep``-separated, searched first, so a user's folder shadows a
 shipped one of the same name) and in the repository's ``agents/``. Adding an agent = adding a folder.
 
-A *tool* names a built-in ``handler`` (see ``specterm.agent.tools.HANDLERS``) and gives the JSON
-Schema of its arguments; the loop constrains generation to exactly these schemas. Every problem in a
+A *tool* names a ``handler`` — a built-in (``specterm.agent.tools.HANDLERS``), a function in a
+module beside ``agent.toml`` (``tools:lookup``) or an installed ``specterm.tools`` entry point
+(``entry:NAME``; see ``specterm.agent.plugins``) — and the JSON Schema of its arguments (for a user
+tool it may come from the function); the loop constrains generation to exactly these schemas. Every problem in a
 definition is one ``ConfigError`` line naming the file and the field (``tools[1].parameters``).
 """
 
@@ -33,10 +35,13 @@ class ToolDef(BaseModel):
     name: str
     description: str = Field(min_length=1, max_length=300)
     handler: str
-    """A built-in implementation, e.g. ``sql.query`` (``specterm.agent.tools.HANDLERS``)."""
+    """A built-in (``sql.query``), ``MODULE:FUNCTION`` (``MODULE.py`` beside agent.toml) or
+    ``entry:NAME`` (a ``specterm.tools`` entry point): ``specterm.agent.plugins``."""
     parameters: dict[str, Any]
     """JSON Schema (an object schema) of the tool's ``arguments``."""
     timeout_s: float = Field(5.0, gt=0, le=120)
+    retrieve_after: bool = False
+    """Run retrieval again with this tool's result as the query and add what it finds to the context."""
 
     @field_validator("name")
     @classmethod
@@ -48,9 +53,12 @@ class ToolDef(BaseModel):
     @field_validator("handler")
     @classmethod
     def _handler(cls, v: str) -> str:
+        from specterm.agent.plugins import check_user_handler, is_user_handler
         from specterm.agent.tools import HANDLERS
 
-        if v not in HANDLERS:
+        if is_user_handler(v):
+            check_user_handler(v)  # resolved by the loader, which knows the agent's folder
+        elif v not in HANDLERS:
             raise ValueError(f"unknown handler {v!r}; known: {', '.join(sorted(HANDLERS))}")
         return v
 
@@ -122,6 +130,11 @@ class AgentDef(BaseModel):
             raise ValueError(f"duplicate tool names: {', '.join(sorted(dup))}")
         if any(t.handler.startswith("sql.") for t in self.tools) and self.database is None:
             raise ValueError("sql.* tools need a [database] table with sql = 'path/to/script.sql'")
+        r = self.retrieval
+        after = [t.name for t in self.tools if t.retrieve_after]
+        if after and not (r.top_k or (r.examples and r.example_k)):
+            raise ValueError(f"tool {after[0]!r} has retrieve_after = true but the agent retrieves nothing "
+                             "(set [retrieval] top_k or examples)")
         return self
 
     @property
@@ -180,6 +193,7 @@ def load_agent_file(path: Path) -> AgentDef:
         raise ConfigError(f"{path}: name: {data['name']!r} must match the folder name {path.parent.name!r}")
     if "path" in data:
         raise ConfigError(f"{path}: path: not a setting (the folder is the agent's path)")
+    _resolve_user_tools(path, data)
     try:
         agent = AgentDef.model_validate({**data, "path": path.parent})
     except ValidationError as err:
@@ -197,6 +211,32 @@ def load_agent_file(path: Path) -> AgentDef:
     if agent.sql_script is not None and not agent.sql_script.is_file():
         raise ConfigError(f"{path}: database.sql: file not found: {agent.sql_script}")
     return agent
+
+
+def _resolve_user_tools(path: Path, data: dict[str, Any]) -> None:
+    """Import each user tool now, so a broken one fails the load (one line: file and field) and not
+    the first call; fill a missing ``description`` / ``parameters`` from the function (in ``data``,
+    before validation, so a schema the function declares is checked like a written one)."""
+    from specterm.agent.plugins import PluginError, is_user_handler, resolve
+
+    tools = data.get("tools")
+    if not isinstance(tools, list):
+        return
+    for i, tool in enumerate(tools):
+        handler = tool.get("handler") if isinstance(tool, dict) else None
+        if not isinstance(handler, str) or not is_user_handler(handler):
+            continue
+        try:
+            user = resolve(handler, path.parent)
+            if "parameters" not in tool:
+                tool["parameters"] = user.parameters()
+            if "description" not in tool:
+                tool["description"] = user.description() or f"{tool.get('name', handler)} (no docstring)"
+        except PluginError as err:
+            raise ConfigError(f"{path}: tools[{i}].handler: {err}") from None
+        except Exception as err:  # noqa: BLE001 - pydantic cannot describe the function's signature
+            raise ConfigError(f"{path}: tools[{i}].parameters: cannot derive a JSON Schema from "
+                              f"{handler}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
 
 
 def load_agent(name_or_path: str | Path) -> AgentDef:

@@ -12,7 +12,9 @@ One user request runs as numbered *agent steps* (``AgentStepStarted``/``AgentSte
    per tool plus the final answer) through ``GenerationParams(json_schema=...)``, parsed, and either
    ends the request with an answer or emits ``ToolCall``.
 4. ``tool``: the tool runs (``ToolBox.call``: never raises, times out) and emits ``ToolResult``;
-   the call and its result are appended to the history, and step 3 repeats.
+   the call and its result are appended to the history, and step 3 repeats. A tool with
+   ``retrieve_after = true`` is followed by another ``retrieve`` step whose query is its result:
+   what it finds joins the context (passages already there are not repeated).
 
 The last of ``max_steps`` generations may only answer, so a request always ends. Invalid output (cut
 at ``max_tokens``) is fed back as an error result. A step that fails or is cancelled finishes with
@@ -49,6 +51,8 @@ from specterm.events import (
 )
 
 MAX_INPUT_BYTES = 8192
+MAX_RETRIEVE_QUERY = 1000
+"""A tool result used as a retrieval query is cut here (the embedder reads 256 tokens anyway)."""
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -175,16 +179,23 @@ class AgentRunner:
         step += 1
 
         passages: list[Passage] = []
-        if self.tools.retrieves and not cancel.is_set():
+
+        def retrieve(query: str) -> None:
+            nonlocal step
             t0 = start("retrieve")
             try:
-                passages = self.tools.retrieve(text)
-                sink(Retrieval(t=clock(), request_id=rid, step=step, query=text, passages=passages))
+                seen = {(p.doc, p.text) for p in passages}  # a passage's score differs per query
+                found = [p for p in self.tools.retrieve(query) if (p.doc, p.text) not in seen]
+                passages.extend(found)
+                sink(Retrieval(t=clock(), request_id=rid, step=step, query=query, passages=found))
                 finish("retrieve", t0)
             except Exception as err:  # noqa: BLE001 - retrieval is optional; the request goes on
                 finish("retrieve", t0, ok=False)
                 fail(f"retrieval failed: {type(err).__name__}: {err}", "warning")
             step += 1
+
+        if self.tools.retrieves and not cancel.is_set():
+            retrieve(text)
 
         history: list[tuple[str, str]] = [("user", text)]
         for gen in range(agent.max_steps):
@@ -245,6 +256,10 @@ class AgentRunner:
             finish("tool", t0, ok=outcome.ok)
             step += 1
             history += [("call", call.raw), ("result", outcome.for_prompt(agent.result_chars))]
+            tool = agent.tool(call.tool)
+            if tool is not None and tool.retrieve_after and outcome.ok and outcome.content.strip() \
+                    and not cancel.is_set():
+                retrieve(outcome.content[:MAX_RETRIEVE_QUERY])
         if cancel.is_set():
             result.cancelled, result.error = True, "cancelled"
         else:

@@ -8,6 +8,14 @@ error ``ToolOutcome`` whose one-line message the model sees as the tool result.
 Handlers run in a fresh daemon thread joined with a timeout (``timeout_s`` plus a short grace), so
 a stuck handler cannot stall the engine thread (SQL also interrupts itself at ``timeout_s``, so it
 reports the slow query and does not keep running).
+
+User tools (``tools:fn``, ``entry:NAME``: ``specterm.agent.plugins``) run the same way. A thread
+cannot be killed, so a user function that hangs is *abandoned*: the model gets "timed out" and the
+daemon thread runs on until the function returns or the process exits. A subprocess per call could
+be killed, but it would re-import the user's module on every call (or fork a process that holds
+vLLM's threads, which is unsafe), lose any state the module keeps (a client, an open file) and need
+picklable arguments and results; a tool that hangs forever is a bug the timeout reports, and the
+thread costs only its stack until exit.
 """
 
 from __future__ import annotations
@@ -151,6 +159,17 @@ class ToolBox:
         out = self.examples().search(text, r.example_k) if self.agent.examples_file and r.example_k else []
         return out + (self.store().search(text, r.top_k) if r.top_k else [])
 
+    def _handler(self, tool: "ToolDef") -> Callable[..., Any]:
+        from specterm.agent.plugins import PluginError, is_user_handler, resolve
+
+        if not is_user_handler(tool.handler):
+            return HANDLERS[tool.handler]
+        try:  # resolved (and cached) when the agent was loaded; here only for a hand-built ToolDef
+            user = resolve(tool.handler, self.agent.path)
+        except PluginError as err:
+            raise ToolError(str(err)) from None
+        return lambda box, args, t: user(args)
+
     def call(self, name: str, arguments: Any) -> ToolOutcome:
         start = time.perf_counter()
         tool = self.agent.tool(name)
@@ -163,10 +182,11 @@ class ToolBox:
 
         def work() -> None:
             try:
-                box["value"] = HANDLERS[tool.handler](self, arguments, tool)
+                box["value"] = self._handler(tool)(self, arguments, tool)
             except ToolError as err:
                 box["error"] = str(err)
-            except Exception as err:  # noqa: BLE001 - a failing tool is a result, never a crash
+            except BaseException as err:  # noqa: BLE001 - a failing tool is a result, never a crash
+                # BaseException too: a user tool calling sys.exit() must not end the agent thread
                 box["error"] = f"tool failed: {type(err).__name__}: {err}"
 
         worker = threading.Thread(target=work, name=f"tool-{name}", daemon=True)
