@@ -130,11 +130,6 @@ class AgentDef(BaseModel):
             raise ValueError(f"duplicate tool names: {', '.join(sorted(dup))}")
         if any(t.handler.startswith("sql.") for t in self.tools) and self.database is None:
             raise ValueError("sql.* tools need a [database] table with sql = 'path/to/script.sql'")
-        r = self.retrieval
-        after = [t.name for t in self.tools if t.retrieve_after]
-        if after and not (r.top_k or (r.examples and r.example_k)):
-            raise ValueError(f"tool {after[0]!r} has retrieve_after = true but the agent retrieves nothing "
-                             "(set [retrieval] top_k or examples)")
         return self
 
     @property
@@ -199,6 +194,11 @@ def load_agent_file(path: Path) -> AgentDef:
     except ValidationError as err:
         loc, msg = first_error(err)
         raise ConfigError(f"{path}: {_where(loc)}: {msg}") from None
+    r = agent.retrieval
+    for i, tool in enumerate(agent.tools):
+        if tool.retrieve_after and not (r.top_k or (r.examples and r.example_k)):
+            raise ConfigError(f"{path}: tools[{i}].retrieve_after: the agent retrieves nothing to re-run "
+                              "(set [retrieval] top_k or examples)")
     if agent.retrieval.top_k or any(t.handler == "docs.search" for t in agent.tools):
         if not agent.docs_dir.is_dir() or not any(agent.docs_dir.glob("*.md")):
             raise ConfigError(f"{path}: retrieval.docs: no *.md documents in {agent.docs_dir}")

@@ -109,7 +109,7 @@ def _model_param(fn: Callable[..., Any]):
 
 def _wrap(fn: Any, source: str, what: str) -> UserTool:
     if not callable(fn):
-        raise PluginError(f"{what} is a {type(fn).__name__}, not a function")
+        raise PluginError(f"{what} is not a function (it is a {type(fn).__name__})")
     return UserTool(fn=fn, source=source, model=_model_param(fn))
 
 
