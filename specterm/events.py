@@ -37,6 +37,7 @@ Verdict = Literal["accepted", "correction", "bonus", "target"]
 """Verdicts of emitted tokens. ``rejected`` drafts are never emitted (see ``SpecStep.rejected``)."""
 
 VERDICTS: tuple[str, ...] = ("accepted", "correction", "bonus", "target")
+Lane = Literal["a", "b"]
 StepKind = Literal["validate", "retrieve", "tool_call", "tool", "answer"]
 
 
@@ -44,6 +45,10 @@ class BaseEvent(BaseModel):
     # Unknown fields are ignored so a newer writer's additive fields do not break an older reader.
     model_config = ConfigDict(extra="ignore", frozen=True)
     t: float = 0.0
+    lane: Lane | None = Field(None, exclude_if=lambda v: v is None)
+    """Which side of a ``specterm compare`` session the event belongs to (``a`` or ``b``); ``None``
+    everywhere else. Left out of the JSON when ``None``, so ordinary sessions are byte-for-byte what
+    they were, and an older specterm reads a compare session (as one merged stream)."""
 
 
 class Token(BaseModel):
