@@ -181,6 +181,28 @@ def validate_config(c: EngineConfig) -> None:
         check_same_tokenizer(c.target, c.draft)
 
 
+def _own_vllm_collectors() -> list:
+    """The ``vllm:`` Prometheus collectors of the engine just built. ``get_metrics`` reads the global
+    registry, and each new engine unregisters the previous one's collectors (``unregister_vllm_metrics``),
+    so with two engines alive (``specterm compare``, ``bench`` blocks) the first would reconcile against
+    zeros; each engine puts its own back before a request (``_activate_collectors``)."""
+    from prometheus_client import REGISTRY
+
+    return [c for c in list(REGISTRY._collector_to_names) if str(getattr(c, "_name", "")).startswith("vllm:")]
+
+
+def _activate_collectors(collectors: list) -> None:
+    from prometheus_client import REGISTRY
+
+    current = [c for c in list(REGISTRY._collector_to_names) if str(getattr(c, "_name", "")).startswith("vllm:")]
+    if not collectors or current == collectors:
+        return
+    for c in current:
+        REGISTRY.unregister(c)
+    for c in collectors:
+        REGISTRY.register(c)
+
+
 class VllmSpecEngine(SpecEngine):
     """vLLM's engine in this process; one request at a time (``generate`` holds a lock)."""
 
@@ -205,6 +227,7 @@ class VllmSpecEngine(SpecEngine):
             self._engine = LLMEngine.from_engine_args(_engine_args(config))
         except Exception as err:  # noqa: BLE001 - vLLM raises many types; the user needs one line
             raise EngineUnavailable(f"engine failed to start: {_one_line(err)}") from err
+        self._metrics = _own_vllm_collectors()
         from specterm.engine.capture import CapturingScheduler
 
         scheduler = self._engine.engine_core.engine_core.scheduler
@@ -261,6 +284,8 @@ class VllmSpecEngine(SpecEngine):
         # Rendered and checked before anything is emitted: a bad prompt is one line, nothing half-sent.
         prompt_ids = self.renderer.ids(prompt)
         check_fits(len(prompt_ids), self.max_model_len)
+        if self.config.speculative:
+            _activate_collectors(self._metrics)  # another engine in this process may have replaced them
         before = spec_counters(engine.get_metrics()) if self.config.speculative else None
         sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids),
                             params=params.model_dump(exclude={"json_schema"}) | {"json_schema": params.json_schema is not None}))
