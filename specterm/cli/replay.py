@@ -77,6 +77,13 @@ def handle(args: argparse.Namespace) -> int:
             except ImportError as err:
                 note = f"the dashboard is not available ({err}); replaying headless"
             else:
+                if _is_compare(args.file):  # a `specterm compare` recording: the split view
+                    from specterm.ui.compare_app import run_compare_replay
+
+                    data = read_session(args.file, freeze_gc=True)
+                    for warning in data.warnings:
+                        _warn(warning)
+                    return run_compare_replay(data, speed=1.0 if args.speed is None else args.speed)
                 # The dashboard reads the file itself: the header and first events before its first
                 # frame, the rest on a worker while it plays (its warnings appear when it is read).
                 return int(run_replay_app(args.file, speed=1.0 if args.speed is None else args.speed) or 0)
@@ -94,8 +101,24 @@ def handle(args: argparse.Namespace) -> int:
         _warn(warning)
     if note:
         _note(note)
+    if not args.json and _is_compare(data.header):
+        from specterm.cli.compare import print_report
+
+        with _writing_output():
+            return print_report(data.header, data.events)
     return replay_headless(data, speed=math.inf if args.speed is None else args.speed,
                            as_json=args.json, show_rejected=args.show_rejected)
+
+
+def _is_compare(source: Any) -> bool:
+    """A ``specterm compare`` recording (``source``: its header, or a path whose header is read)."""
+    from specterm.bench.compare_tally import is_compare
+    from specterm.session.reader import SessionReader
+
+    if isinstance(source, (str, os.PathLike)):
+        with SessionReader(source) as reader:
+            source = reader.data.header
+    return is_compare(source)
 
 
 def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_rejected: bool = False) -> int:
