@@ -26,7 +26,7 @@ from typing import Callable, Literal
 
 import msgspec
 
-from specterm.events import Event
+from specterm.events import Event, Lane
 from specterm.session.reader import MAX_LINE_BYTES, SessionData, SessionReader
 from specterm.stats import SessionSummary
 
@@ -40,6 +40,7 @@ class _Token(msgspec.Struct, kw_only=True):
 
 class _SpecStep(msgspec.Struct, kw_only=True, tag_field="type", tag="spec_step"):
     t: float = 0.0
+    lane: Lane | None = None
     request_id: str
     index: int
     drafted: list[int] = []
