@@ -125,3 +125,9 @@ def test_compare_real_engine_greedy_identical_and_replayable(capsys, tmp_path, t
     rc = main(["replay", "--headless", str(record)])
     replayed = capsys.readouterr().out
     assert rc == 0 and "── A: draft_model k=4" in replayed and "── B: target-only" in replayed
+
+
+def test_replay_summary_of_a_compare_session_is_per_side(capsys):
+    rc = main(["replay", "--summary", "--json", str(SAMPLE)])
+    figures = json.loads(capsys.readouterr().out)
+    assert rc == 0 and set(figures["sides"]) == {"a", "b"} and figures["greedy_identical"] is True

@@ -89,6 +89,8 @@ def handle(args: argparse.Namespace) -> int:
         app = make_compare_app(header, run=run, recorder=recorder)
         app.run()
         return app.return_code or 0
+    if not args.headless:
+        print("specterm: note: standard output is not a terminal; comparing headless", file=sys.stderr)
     return _headless(run, header, recorder, as_json=args.json)
 
 
@@ -113,7 +115,8 @@ def _headless(run: Any, header: Any, recorder: Any, *, as_json: bool) -> int:
     return print_report(header, events, tally, as_json=as_json)
 
 
-def print_report(header: Any, events: Sequence[Any], tally: Any = None, *, as_json: bool = False) -> int:
+def print_report(header: Any, events: Sequence[Any], tally: Any = None, *, as_json: bool = False,
+                 transcripts: bool = True) -> int:
     """Each side's first run, verdict-styled, then the table and the winner; 1 when greedy outputs
     differ. Shared with ``specterm replay --headless`` of a compare session."""
     from rich.console import Console
@@ -131,7 +134,7 @@ def print_report(header: Any, events: Sequence[Any], tally: Any = None, *, as_js
         print(json.dumps(tally.as_dict(), indent=2))
     else:
         out = Console(highlight=False, soft_wrap=True)
-        for lane in LANES:
+        for lane in LANES if transcripts else ():
             out.print(Text(f"── {lane.upper()}: {tally.labels[lane]}", style="bold"))
             first_rid, text = None, Text()
             for event in events:
@@ -144,7 +147,8 @@ def print_report(header: Any, events: Sequence[Any], tally: Any = None, *, as_js
                 elif isinstance(event, SpecStep):
                     text.append_text(step_text(event))
             out.print(text)
-        out.print(legend_text())
+        if transcripts:
+            out.print(legend_text())
         table = Table(title=inert(str(header.config["compare"].get("prompt", "")))[:60] or None)
         table.add_column("")
         table.add_column("A", justify="right")

@@ -87,6 +87,14 @@ def handle(args: argparse.Namespace) -> int:
                 # The dashboard reads the file itself: the header and first events before its first
                 # frame, the rest on a worker while it plays (its warnings appear when it is read).
                 return int(run_replay_app(args.file, speed=1.0 if args.speed is None else args.speed) or 0)
+    if args.summary and _is_compare(args.file):  # per side, not the two sides merged
+        from specterm.cli.compare import print_report
+
+        data = read_session(args.file)
+        for warning in data.warnings:
+            _warn(warning)
+        with _writing_output():
+            return print_report(data.header, data.events, as_json=args.json, transcripts=False)
     if args.summary:
         from specterm.session.fast_summary import summarize_file
 
