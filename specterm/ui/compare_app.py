@@ -56,7 +56,8 @@ class CompareApp(App):
         self._screen = CompareScreen(self.tally)
         return self._screen
 
-    def on_mount(self) -> None:
+    def start_sources(self) -> None:
+        """Called by the screen once its widgets exist (events arriving earlier would find no transcript)."""
         if self._run is not None:
             self.sub_title = "loading both engines…"
             self._live()
@@ -72,18 +73,20 @@ class CompareApp(App):
                 recorder.write(event)
             self.bridge.push(event)
 
+        status = "done"
         try:
             self._run.load(progress=lambda line: self.call_from_thread(setattr, self, "sub_title", line))
             self.call_from_thread(setattr, self, "sub_title", "running")
             self._run.run(sink, self.header, cancel=self._cancel)
-            self.call_from_thread(setattr, self, "sub_title", "done")
         except Exception as err:  # noqa: BLE001 - shown in the view, never a traceback over it
             self.bridge.push(Error(message=f"compare failed: {err}", where="compare"))
-            self.call_from_thread(setattr, self, "sub_title", f"failed: {err}")
+            status = f"failed: {err}"
         finally:
             self._run.close()
             if recorder is not None:
                 recorder.close()
+        if not self._cancel.is_set():  # "done" only once both engines are closed and the file is complete
+            self.call_from_thread(setattr, self, "sub_title", status)
 
     def on_events_ready(self, _: EventsReady) -> None:
         self.apply_events(self.bridge.drain())

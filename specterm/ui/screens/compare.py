@@ -47,6 +47,9 @@ class CompareScreen(Screen):
 
     def on_mount(self) -> None:
         self.refresh_figures()
+        start = getattr(self.app, "start_sources", None)  # the live run or the replayer
+        if start is not None:
+            start()
 
     def side(self, lane: str) -> CompareSide:
         return self.query_one(f"#side-{lane}", CompareSide)
