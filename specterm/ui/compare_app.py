@@ -59,10 +59,17 @@ class CompareApp(App):
     def start_sources(self) -> None:
         """Called by the screen once its widgets exist (events arriving earlier would find no transcript)."""
         if self._run is not None:
-            self.sub_title = "loading both engines…"
+            self.set_status("loading both engines…")
             self._live()
         elif self.replayer is not None:
+            self.set_status("replay")
             self.replayer.start()
+
+    def set_status(self, text: str) -> None:
+        """What the live run is doing (loading A, running, done), on the screen's status line."""
+        self.sub_title = text
+        if isinstance(self.screen, CompareScreen):
+            self.screen.set_status(text)
 
     @work(thread=True, exit_on_error=False)
     def _live(self) -> None:  # worker thread: loads the engines, runs the rounds
@@ -75,8 +82,8 @@ class CompareApp(App):
 
         status = "done"
         try:
-            self._run.load(progress=lambda line: self.call_from_thread(setattr, self, "sub_title", line))
-            self.call_from_thread(setattr, self, "sub_title", "running")
+            self._run.load(progress=lambda line: self.call_from_thread(self.set_status, line))
+            self.call_from_thread(self.set_status, "running")
             self._run.run(sink, self.header, cancel=self._cancel)
         except Exception as err:  # noqa: BLE001 - shown in the view, never a traceback over it
             self.bridge.push(Error(message=f"compare failed: {err}", where="compare"))
@@ -86,7 +93,7 @@ class CompareApp(App):
             if recorder is not None:
                 recorder.close()
         if not self._cancel.is_set():  # "done" only once both engines are closed and the file is complete
-            self.call_from_thread(setattr, self, "sub_title", status)
+            self.call_from_thread(self.set_status, status)
 
     def on_events_ready(self, _: EventsReady) -> None:
         self.apply_events(self.bridge.drain())

@@ -35,8 +35,7 @@ class CompareScreen(Screen):
         spec = self.tally.header.config.get("compare", {})
         who = f"agent {spec['agent']}: " if spec.get("agent") else ""
         yield Static(f"compare · {who}{inert(str(spec.get('prompt', '')))}", id="compare-title", markup=False)
-        yield Static(f"fair: {inert(str(spec.get('fairness', '')))}; order {spec.get('order', '')}",
-                     id="compare-status", markup=False)
+        yield Static("", id="compare-status", markup=False)
         yield Static("", id="compare-banner", markup=False)
         with Horizontal(id="compare-sides"):
             for lane in LANES:
@@ -46,10 +45,16 @@ class CompareScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.set_status("")
         self.refresh_figures()
         start = getattr(self.app, "start_sources", None)  # the live run or the replayer
         if start is not None:
             start()
+
+    def set_status(self, text: str) -> None:
+        spec = self.tally.header.config.get("compare", {})
+        fair = f"order {spec.get('order', '')} · fair: {spec.get('fairness', '')}"
+        self.query_one("#compare-status", Static).update(f"{text} · {fair}" if text else fair)
 
     def side(self, lane: str) -> CompareSide:
         return self.query_one(f"#side-{lane}", CompareSide)
