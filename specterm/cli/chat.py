@@ -49,6 +49,13 @@ def handle(args: argparse.Namespace) -> int:
 
     ui = dict(theme=args.theme, theme_files=args.theme_file)
     if args.replay:
+        from specterm.cli.replay import is_compare_file
+
+        if is_compare_file(args.replay):  # a `specterm compare` recording: its split view
+            from specterm.session.reader import read_session
+            from specterm.ui.compare_app import run_compare_replay
+
+            return run_compare_replay(read_session(args.replay), speed=args.speed or float("inf"))
         return run_replay_app(args.replay, speed=args.speed, **ui)
 
     from specterm.cli.common import engine_config_from_args, generation_params, preflight, session_header

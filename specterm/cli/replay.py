@@ -77,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
             except ImportError as err:
                 note = f"the dashboard is not available ({err}); replaying headless"
             else:
-                if _is_compare(args.file):  # a `specterm compare` recording: the split view
+                if is_compare_file(args.file):  # a `specterm compare` recording: the split view
                     from specterm.ui.compare_app import run_compare_replay
 
                     data = read_session(args.file, freeze_gc=True)
@@ -87,7 +87,7 @@ def handle(args: argparse.Namespace) -> int:
                 # The dashboard reads the file itself: the header and first events before its first
                 # frame, the rest on a worker while it plays (its warnings appear when it is read).
                 return int(run_replay_app(args.file, speed=1.0 if args.speed is None else args.speed) or 0)
-    if args.summary and _is_compare(args.file):  # per side, not the two sides merged
+    if args.summary and is_compare_file(args.file):  # per side, not the two sides merged
         from specterm.cli.compare import print_report
 
         data = read_session(args.file)
@@ -109,7 +109,7 @@ def handle(args: argparse.Namespace) -> int:
         _warn(warning)
     if note:
         _note(note)
-    if not args.json and _is_compare(data.header):
+    if not args.json and is_compare_file(data.header):
         from specterm.cli.compare import print_report
 
         with _writing_output():
@@ -118,14 +118,17 @@ def handle(args: argparse.Namespace) -> int:
                            as_json=args.json, show_rejected=args.show_rejected)
 
 
-def _is_compare(source: Any) -> bool:
+def is_compare_file(source: Any) -> bool:
     """A ``specterm compare`` recording (``source``: its header, or a path whose header is read)."""
     from specterm.bench.compare_tally import is_compare
     from specterm.session.reader import SessionReader
 
     if isinstance(source, (str, os.PathLike)):
-        with SessionReader(source) as reader:
-            source = reader.data.header
+        try:
+            with SessionReader(source) as reader:
+                source = reader.data.header
+        except (SpectermError, OSError):
+            return False  # the ordinary path reads it again and says what is wrong, in one line
     return is_compare(source)
 
 
