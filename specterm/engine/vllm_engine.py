@@ -197,10 +197,13 @@ def _activate_collectors(collectors: list) -> None:
     current = [c for c in list(REGISTRY._collector_to_names) if str(getattr(c, "_name", "")).startswith("vllm:")]
     if not collectors or current == collectors:
         return
-    for c in current:
-        REGISTRY.unregister(c)
-    for c in collectors:
-        REGISTRY.register(c)
+    try:
+        for c in current:
+            REGISTRY.unregister(c)
+        for c in collectors:
+            REGISTRY.register(c)
+    except (KeyError, ValueError):  # a collector registered twice or gone: reconciliation then says so
+        pass
 
 
 class VllmSpecEngine(SpecEngine):
