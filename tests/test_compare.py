@@ -62,6 +62,18 @@ def test_recorded_compare_session_tally():
     assert "GREEDY OUTPUTS DIFFER" in mismatch.message(tally.labels)
 
 
+def test_a_side_still_streaming_is_not_a_mismatch():
+    """Mid-run (replay or live), side B's first answer is shorter than A's only because it has not
+    finished: no mismatch may be reported until a later run starts or the session ends."""
+    events = list(read_session(SAMPLE).events)
+    i = next(i for i, e in enumerate(events) if isinstance(e, SpecStep) and e.lane == "b" and e.tokens)
+    partial = CompareTally(read_session(SAMPLE).header).add_all(events[: i + 1])
+    assert partial.rounds_done == 0 and partial.mismatch is None
+    assert len(partial.sides["a"].runs[0].token_ids) > len(partial.sides["b"].runs[0].token_ids)
+    partial.close()  # the run returned: now the short side is compared, and differs
+    assert partial.rounds_done == 1 and partial.mismatch is not None
+
+
 def test_replay_headless_of_a_mismatched_session_fails_loudly(tmp_path, capsys):
     lines = SAMPLE.read_text().splitlines()
     for n, line in enumerate(lines):

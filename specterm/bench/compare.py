@@ -22,7 +22,7 @@ from typing import Any, Callable
 from specterm.bench.compare_tally import LANES, CompareTally
 from specterm.engine.base import EngineConfig, GenerationParams, SessionClock
 from specterm.errors import ConfigError, ModelError
-from specterm.events import BaseEvent, SessionStarted, UserMessage
+from specterm.events import BaseEvent, SessionEnded, SessionStarted, UserMessage
 
 Sink = Callable[[BaseEvent], None]
 Loader = Callable[[EngineConfig, SessionClock], Any]
@@ -171,6 +171,8 @@ class CompareRun:
             engine = self.engines[lane]
             engine.reset_prefix_cache()
             self._one(engine, tagged(both, lane), f"{lane}{i // 2 + 1}", cancel=cancel)
+        tally.close()
+        sink(SessionEnded(t=self.clock(), reason="cancelled" if cancel is not None and cancel.is_set() else "done"))
         return tally
 
     def _one(self, engine: Any, sink: Sink, rid: str, *, warmup: bool = False, cancel: Any = None) -> None:

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from specterm.events import BaseEvent, SessionStarted, SpecStep, UserMessage
+from specterm.events import BaseEvent, SessionEnded, SessionStarted, SpecStep, UserMessage
 from specterm.stats import SessionSummary, fmt_opt
 
 LANES = ("a", "b")
@@ -35,6 +35,9 @@ class Run:
     start_t: float
     end_t: float
     token_ids: list[int] = field(default_factory=list)
+    done: bool = False
+    """The run can no longer grow: a later run (either side) started or the session ended. Only done
+    runs are compared, so a side still streaming its answer is never reported as differing."""
 
     @property
     def wall_s(self) -> float:
@@ -84,11 +87,14 @@ class CompareTally:
         self.labels = labels
 
     def add(self, event: BaseEvent) -> None:
+        if isinstance(event, SessionEnded):
+            self.close()
         side = self.sides.get(event.lane or "")
         if side is None:  # untagged events (session_ended, GPU samples) belong to neither side
             return
         side.summary.add(event)
         if isinstance(event, UserMessage):
+            self.close()  # the sides run one after the other: a new run means every earlier one ended
             side.runs.append(Run(event.t, event.t))
             return
         if not side.runs:
@@ -103,9 +109,15 @@ class CompareTally:
             self.add(event)
         return self
 
+    def close(self) -> None:
+        """Every run so far has ended (the compare run returned, or its session ended)."""
+        for side in self.sides.values():
+            for run in side.runs:
+                run.done = True
+
     @property
     def rounds_done(self) -> int:
-        return min(len(s.runs) for s in self.sides.values())
+        return min(sum(r.done for r in s.runs) for s in self.sides.values())
 
     @property
     def mismatch(self) -> Mismatch | None:
