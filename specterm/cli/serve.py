@@ -13,6 +13,7 @@ through ``ssh -L 8000:localhost:8000 HOST``); behind a tunnel or proxy on anothe
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shlex
 import socket
@@ -69,20 +70,29 @@ def chat_command(args: argparse.Namespace) -> str:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Bind and release ``host:port`` the way aiohttp will (SO_REUSEADDR), so a port in use is one
-    line before the banner rather than a traceback from inside the web server."""
+    """Bind and release every address ``host`` resolves to, the way aiohttp (asyncio's
+    ``create_server``) will bind them, so a port in use or a bad host is one line before anything
+    listens rather than a traceback from inside the web server."""
     if not 0 < port < 65536:
         raise ConfigError(f"bad --port {port}: a port is 1..65535")
     try:
-        with socket.create_server((host, port)):
-            pass
-    except OSError as err:
-        if err.errno in (98, 48, 10048):  # EADDRINUSE on Linux, macOS, Windows
-            raise ConfigError(f"port {port} on {host} is in use ({os.strerror(err.errno)}); pass --port "
-                              f"with a free one") from None
-        gai = isinstance(err, socket.gaierror)  # an unknown host name
-        reason = err.strerror if gai or not err.errno else os.strerror(err.errno)
-        raise ConfigError(f"cannot listen on {host}:{port}: {reason}") from None
+        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise ConfigError(f"bad --host {host}: {err.strerror}") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as err:
+                if err.errno == errno.EADDRNOTAVAIL:
+                    continue  # a family this machine has not enabled: asyncio skips it too
+                if err.errno == errno.EADDRINUSE:
+                    raise ConfigError(f"port {port} on {host} is in use ({os.strerror(err.errno)}); "
+                                      f"pass --port with a free one") from None
+                raise ConfigError(f"cannot listen on {host}:{port}: {os.strerror(err.errno)}") from None
 
 
 def public_url(host: str, port: int, given: str | None) -> str:
