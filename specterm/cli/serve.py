@@ -7,7 +7,8 @@ pair that is its own memory and start-up time; close tabs you do not use. Every 
 before anything listens. Each tab records its own session under the data dir (``--no-record`` to
 turn that off). The server listens on ``--host``/``--port`` (default localhost:8000, reachable
 through ``ssh -L 8000:localhost:8000 HOST``); behind a tunnel or proxy on another address, pass
-``--public-url`` so the page's websocket finds its way back. Ctrl+C stops the server and the apps.
+``--public-url`` so the page's websocket finds its way back. Ctrl+C quits every tab's app (each closes
+its engine and recording) and then the server; a tab whose engine is still starting is waited for.
 """
 
 from __future__ import annotations
