@@ -12,7 +12,7 @@ from specterm import __version__
 from specterm.errors import SpectermError
 
 # Order is the order in --help.
-COMMANDS = ("chat", "run", "replay", "bench", "compare", "doctor", "models", "agents")
+COMMANDS = ("chat", "run", "replay", "serve", "bench", "compare", "doctor", "models", "agents")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,12 @@ DEFAULT_AGENT = "sql_analyst"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="interactive dashboard and chat console (live engine or --replay)",
                        description=__doc__)
+    add_chat_args(p)
+    p.set_defaults(func=handle)
+
+
+def add_chat_args(p: argparse.ArgumentParser) -> None:
+    """The app's flags; ``serve`` adds them too and hands them on to the ``chat`` it serves."""
     from specterm.cli.common import add_engine_args
 
     add_engine_args(p)
@@ -40,29 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     from specterm.session.recorder import add_record_args
 
     add_record_args(p)
-    p.set_defaults(func=handle)
 
 
-def handle(args: argparse.Namespace) -> int:
-    from specterm.errors import ConfigError
-    from specterm.ui.app import make_app, run_replay_app
-
-    ui = dict(theme=args.theme, theme_files=args.theme_file)
-    if args.replay:
-        from specterm.cli.replay import is_compare_file
-
-        if is_compare_file(args.replay):  # a `specterm compare` recording: its split view
-            from specterm.session.reader import read_session
-            from specterm.ui.compare_app import run_compare_replay
-
-            return run_compare_replay(read_session(args.replay), speed=args.speed or float("inf"))
-        return run_replay_app(args.replay, speed=args.speed, **ui)
-
-    from specterm.cli.common import engine_config_from_args, generation_params, preflight, session_header
+def check_live_args(args: argparse.Namespace):
+    """(generation params, agent or ``None``, engine config) for a live chat, or the one-line error a
+    bad flag gets, before any engine or UI starts (``serve`` runs it once before serving)."""
+    from specterm.cli.common import engine_config_from_args, generation_params, preflight
     from specterm.engine.chat import ChatPrompt
-    from specterm.engine import SessionClock
-    from specterm.session.recorder import recorder_from_args
-    from specterm.session.live import LiveSession, agent_runner, plain_runner
+    from specterm.errors import ConfigError
 
     params = generation_params(max_tokens=args.max_tokens, temperature=args.temperature)
     agent = None
@@ -76,6 +67,29 @@ def handle(args: argparse.Namespace) -> int:
     config = engine_config_from_args(args)
     if plain and not args.raw:
         preflight(config, ChatPrompt.user("hello"))  # a model that cannot chat: one line, nothing starts
+    return params, agent, config
+
+
+def handle(args: argparse.Namespace) -> int:
+    from specterm.ui.app import make_app, run_replay_app
+
+    ui = dict(theme=args.theme, theme_files=args.theme_file)
+    if args.replay:
+        from specterm.cli.replay import is_compare_file
+
+        if is_compare_file(args.replay):  # a `specterm compare` recording: its split view
+            from specterm.session.reader import read_session
+            from specterm.ui.compare_app import run_compare_replay
+
+            return run_compare_replay(read_session(args.replay), speed=args.speed or float("inf"))
+        return run_replay_app(args.replay, speed=args.speed, **ui)
+
+    from specterm.cli.common import session_header
+    from specterm.engine import SessionClock
+    from specterm.session.recorder import recorder_from_args
+    from specterm.session.live import LiveSession, agent_runner, plain_runner
+
+    params, agent, config = check_live_args(args)
     clock = SessionClock()
     header = session_header(config, agent=agent.name if agent else None)
     recorder = recorder_from_args(args, header)
