@@ -61,6 +61,20 @@ def test_backend_flag_and_bad_backend_from_config(monkeypatch):
         engine_config_from_args(build_parser().parse_args(["run", "hi"]))
 
 
+@pytest.mark.parametrize("spec", [[], ["--no-spec"]])
+def test_pipeline_parallel_is_refused_before_loading(capsys, spec):
+    # vLLM 0.32.0 crashes on it after the engine start (see parallel.check_pipeline_parallel).
+    from specterm.cli import main
+
+    rc = main(["run", "--raw", "--no-record", "--target", TARGET, "--draft", DRAFT, *spec,
+               "--pipeline-parallel-size", "2", "hello"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(err) == 1, err
+    assert err[0].startswith("specterm: error: pipeline_parallel_size > 1") and "--tensor-parallel-size" in err[0]
+    if not spec:
+        assert "issue 30436" in err[0]
+
+
 @pytest.mark.parametrize(("ranks", "cpus", "nodes", "expected"), [
     (1, [0, 1], 1, "nobind"),           # one process: specterm's default
     (2, [0, 1], 1, "0|1"),              # this machine: one core per worker

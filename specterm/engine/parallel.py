@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 
+from specterm.errors import ConfigError
+
 BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 _ours: set[str] = set()
 """Environment variables specterm set itself (a user's own value is never overwritten)."""
@@ -82,3 +84,19 @@ def prepare_cpu_workers(world_size: int, backend: str | None) -> str | None:
 
     envs.disable_envs_cache()
     return value
+
+
+def check_pipeline_parallel(size: int, speculative: bool, build: str | None) -> None:
+    """Pipeline parallel fails in vLLM 0.32.0 after a long start, so refuse it up front (one line).
+    With speculation every build: the drafter exists only on the last PP rank and the others crash
+    on it at start ("'…ModelRunner' object has no attribute 'drafter'", vllm-project/vllm issue
+    30436, open). Target-only on the CPU build (run here): the first step of the pipelined batch
+    queue fails in ``Scheduler.update_from_output`` (``KeyError`` on the request id)."""
+    if size <= 1:
+        return
+    if speculative:
+        raise ConfigError("pipeline_parallel_size > 1 with speculative decoding crashes in vLLM 0.32.0 "
+                          "(vllm-project/vllm issue 30436): use --tensor-parallel-size instead")
+    if build == "cpu":
+        raise ConfigError("pipeline_parallel_size > 1 fails on vLLM's CPU build under specterm's engine: "
+                          "use --tensor-parallel-size instead")

@@ -33,7 +33,7 @@ from specterm.engine.base import (
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
-from specterm.engine.parallel import prepare_cpu_workers, set_default_env
+from specterm.engine.parallel import check_pipeline_parallel, prepare_cpu_workers, set_default_env
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
@@ -175,7 +175,9 @@ def _engine_args(config: EngineConfig):
 
 
 def validate_config(c: EngineConfig) -> None:
-    """One line for a missing or non-model path, or a draft with another tokenizer, before loading."""
+    """One line for a missing or non-model path, a draft with another tokenizer, or a parallel
+    layout vLLM 0.32.0 cannot run, before loading."""
+    check_pipeline_parallel(c.pipeline_parallel_size, c.speculative, vllm_build())
     check_model_dir(c.target, "target")
     if c.method in NEEDS_DRAFT_MODEL:
         if not c.draft:
