@@ -1,7 +1,7 @@
 """TP = 2 against TP = 1 in one run: engine start, output tokens per second, greedy identity and
 reconciliation, on the same prompts (default: the embedded pair, speculative, k = 4).
 
-    PYTHONPATH=$PWD python scripts/tp_speed.py [--target DIR --draft DIR] [--tp 1,2] [--rounds 3]
+    PYTHONPATH=$PWD python benchmarks/tp_speed.py [--target DIR --draft DIR] [--tp 1,2] [--rounds 3]
 
 Prints one line per TP size and the ratio to the first. Not a test (timings are not asserted
 anywhere); ``tests/test_engine_parallel.py`` is the correctness check.
