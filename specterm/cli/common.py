@@ -26,6 +26,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int)
     g.add_argument("--pipeline-parallel-size", type=int)
+    g.add_argument("--distributed-executor-backend", choices=["mp", "ray", "uni", "external_launcher"],
+                   help="vLLM's executor for TP/PP workers: mp (one machine), ray (a Ray cluster; "
+                        "see README 'Scale-out'); default: vLLM's choice")
     g.add_argument("--chat-template", metavar="FILE",
                    help="a Jinja chat template to use instead of the target tokenizer's own")
 
@@ -34,7 +37,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     """Defaults → preset → config file → env → flags. Builds the default tiny pair if needed."""
     flags = {name: getattr(args, name, None) for name in (
         "target", "draft", "method", "num_speculative_tokens", "dtype", "max_model_len",
-        "tensor_parallel_size", "pipeline_parallel_size", "chat_template")}
+        "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "chat_template")}
     defaults = None
     if args.target is None and args.preset is None:
         from specterm.models.defaults import default_model_paths

@@ -48,6 +48,9 @@ class EngineConfig(BaseModel):
     seed: int = 0
     tensor_parallel_size: int = Field(1, ge=1)
     pipeline_parallel_size: int = Field(1, ge=1)
+    distributed_executor_backend: Literal["mp", "ray", "uni", "external_launcher"] | None = None
+    """vLLM's executor for the TP/PP workers; ``None``: vLLM picks (``mp`` on one machine, ``ray``
+    inside a Ray placement group). More than one machine: ``ray`` (README "Scale-out")."""
     structured_output_backend: Literal["xgrammar", "guidance", "outlines", "auto"] = "xgrammar"
     ngram_prompt_lookup_min: int = Field(2, ge=1)
     ngram_prompt_lookup_max: int = Field(5, ge=1)
@@ -56,6 +59,11 @@ class EngineConfig(BaseModel):
     @property
     def speculative(self) -> bool:
         return self.method is not None
+
+    @property
+    def world_size(self) -> int:
+        """Worker processes vLLM starts (one per tensor × pipeline rank)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     def models_summary(self) -> dict[str, Any]:
         return {

@@ -33,6 +33,7 @@ from specterm.engine.base import (
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
+from specterm.engine.parallel import check_pipeline_parallel, prepare_cpu_workers, set_default_env
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
@@ -41,6 +42,7 @@ from specterm.events import EngineCounters, Error, RequestFinished, RequestStart
 _ENV_DEFAULTS = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_KVCACHE_SPACE": "1",
+    # One process: no binding. TP/PP workers get one core group each (``parallel.py``).
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     # vLLM logs to stdout by default, which would corrupt `run --json` and the UI: leave logging
     # unconfigured (Python's last-resort handler writes to stderr) and raise the level below.
@@ -147,6 +149,7 @@ def _engine_args(config: EngineConfig):
         seed=config.seed,
         tensor_parallel_size=config.tensor_parallel_size,
         pipeline_parallel_size=config.pipeline_parallel_size,
+        distributed_executor_backend=config.distributed_executor_backend,
         scheduler_cls="specterm.engine.capture.CapturingScheduler",
         disable_log_stats=False,
         # Eager only where it is needed: the CPU build has no graph capture to turn off, while on CUDA
@@ -172,7 +175,9 @@ def _engine_args(config: EngineConfig):
 
 
 def validate_config(c: EngineConfig) -> None:
-    """One line for a missing or non-model path, or a draft with another tokenizer, before loading."""
+    """One line for a missing or non-model path, a draft with another tokenizer, or a parallel
+    layout vLLM 0.32.0 cannot run, before loading."""
+    check_pipeline_parallel(c.pipeline_parallel_size, c.speculative, vllm_build())
     check_model_dir(c.target, "target")
     if c.method in NEEDS_DRAFT_MODEL:
         if not c.draft:
@@ -212,12 +217,13 @@ class VllmSpecEngine(SpecEngine):
     def __init__(self, config: EngineConfig, *, clock: SessionClock | None = None) -> None:
         self.config = config
         self.clock = clock or SessionClock()
-        for key, value in _ENV_DEFAULTS.items():  # before anything imports torch or vllm
-            os.environ.setdefault(key, value)
+        set_default_env(_ENV_DEFAULTS)  # before anything imports torch or vllm
         self._validate()
         build = vllm_build()
         if build is None:
             raise EngineUnavailable(f"the vLLM engine is not installed: {ENGINE_EXTRA_HINT}")
+        if build == "cpu":  # one core group per TP/PP worker process (parallel.py)
+            prepare_cpu_workers(config.world_size, config.distributed_executor_backend)
         _quiet_vllm()
         _work_around_kernel_scan_crash()
         from specterm.engine.vllm_patches import installed as sampling_fixed
