@@ -80,6 +80,7 @@ def gather(
     report.facts["gpus"] = _gpus(gpu_probe)
     _models(report, model_paths)
     _structured_outputs(report, version_of)
+    _suffix_decoding(report, version_of)
     _known_issues(report, version_of)
     if deep:
         _deep(report, deep_check)
@@ -228,6 +229,22 @@ def _structured_outputs(report: Report, version_of: VersionOf) -> None:
     report.facts["structured_outputs"] = {"available": available, "backend": "xgrammar", "xgrammar_version": xgrammar}
     if report.facts["engine"]["vllm_version"] and not available:
         report.warnings.append("structured outputs unavailable: xgrammar is not installed, so tool calls are not grammar-constrained")
+
+
+def _suffix_decoding(report: Report, version_of: VersionOf) -> None:
+    """``--method suffix`` is optional (arctic-inference, built from source): a fact, not a warning."""
+    version = version_of("arctic-inference")
+    detail = None
+    if version and report.facts["engine"]["vllm_version"]:
+        from specterm.engine.vllm_engine import suffix_decoding_problem
+
+        detail = suffix_decoding_problem()
+    elif not version:
+        from specterm.engine.vllm_engine import SUFFIX_HINT
+
+        detail = SUFFIX_HINT
+    report.facts["suffix_decoding"] = {"available": bool(version) and detail is None,
+                                       "arctic_inference_version": version, "detail": detail}
 
 
 def _sampling_fix_registered() -> bool:

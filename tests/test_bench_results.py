@@ -110,6 +110,9 @@ class FakeEngine:
     def reset_prefix_cache(self):
         self.log.append(("reset", self.config.method, 0))
 
+    def reset_suffix_cache(self):
+        self.log.append(("suffix-reset", self.config.method, 0))
+
 
 def test_runner_interleaves_and_swaps_order_and_closes_engines():
     log = []
@@ -123,7 +126,7 @@ def test_runner_interleaves_and_swaps_order_and_closes_engines():
                         ("ngram", "p1"), (TARGET_ONLY, "p1"), (TARGET_ONLY, "p2"), ("ngram", "p2")]
     assert [e for e in log if e[0] == "close"] == [("close", "ngram", 0), ("close", None, 0)]
     # each measured request starts from a cold prefix cache, on both sides
-    runs = [e for e in log if e[0] != "close" and e[2] != 4]  # (the 4-token warm-ups are not measured)
+    runs = [e for e in log if e[0] not in ("close", "suffix-reset") and e[2] != 4]  # (the 4-token warm-ups are not measured)
     assert all(runs[i][0] == "reset" and runs[i + 1][0] != "reset" for i in range(0, len(runs), 2))
     assert [r[1] for r in runs[::2]] == [None, "ngram", "ngram", None, "ngram", None, None, "ngram"]
     assert {r.workload for r in records} == {"w"} and all(r.decode_tokens == 2 for r in records)
@@ -209,3 +212,31 @@ def test_ttft_by_agent_step_is_the_median_per_step_index_and_steps_after_the_fir
     single = rec(TARGET_ONLY, TARGET_ONLY, 0)
     single.step_ttft_s = [0.5]
     assert ttft_steps_table(aggregate([single], [])) is None  # plain requests: no per-step table
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_suffix_tree_is_reset_after_the_warmup_and_before_each_unit_only_when_asked(cold):
+    log = []
+    runner = BenchRunner(EngineConfig(target="t"), {"w": ["p1", "p2"]}, [ConfigSpec("suffix", 4)], repeats=2,
+                         params=GenerationParams(max_tokens=3), loader=lambda c: FakeEngine(c, log),
+                         suffix_cold=cold)
+    runner.run()
+    # the suffix engine's requests (logged by method) and its cache resets (logged with the method)
+    suffix = [e[0] for e in log if "suffix" in (e[0], e[1]) and e[0] not in ("close", "reset")]
+    # the warm-up teaches the tree nothing; then it keeps learning across units unless --suffix-cold
+    assert suffix[:2] == ["suffix", "suffix-reset"]
+    assert suffix[2:].count("suffix-reset") == (4 if cold else 0)
+    assert suffix[2:].count("suffix") == 4
+
+
+def test_speedup_by_turn_follows_the_order_the_engine_ran_the_units():
+    from specterm.bench.results import speedup_by_turn
+
+    records = []
+    for rnd in range(2):
+        for prompt, speed in enumerate((1.0, 2.0)):
+            for config, wall in ((TARGET_ONLY, 1.0), ("suffix k=4", 1.0 / (speed + rnd))):
+                r = rec(config, "suffix k=4", rnd, wall=wall + 0.1, ttft=0.1)
+                r.prompt = prompt
+                records.append(r)
+    assert speedup_by_turn(records, "suffix k=4") == pytest.approx([1.0, 2.0, 2.0, 3.0])

@@ -185,3 +185,16 @@ def test_missing_defaults_that_the_engine_builds_on_first_run_only_warn(monkeypa
     assert report.exit_code == 0 and report.facts["models"]["state"] == "missing"
     assert any("first run builds them" in w for w in report.warnings)
     assert ("target model", f"not built yet — {tmp_path / 't'} (not found)") in rows(report)
+
+
+def test_suffix_decoding_is_an_optional_fact_not_a_problem(tmp_path):
+    target, draft = make_model(tmp_path / "t"), make_model(tmp_path / "d")
+    report = gather(version_of=versions(**CPU_MACHINE), gpu_probe=lambda: NO_GPU, model_paths=lambda: (target, draft))
+    assert report.exit_code == 0 and not report.warnings
+    assert report.facts["suffix_decoding"]["available"] is False
+    assert ("suffix decoding", f"unavailable — {report.facts['suffix_decoding']['detail']}") in rows(report)
+    assert "pip install" in report.facts["suffix_decoding"]["detail"]
+    if importlib.util.find_spec("arctic_inference") is not None:  # this machine has the extra
+        report = gather(version_of=versions(**CPU_MACHINE, arctic_inference="0.3.0"), gpu_probe=lambda: NO_GPU,
+                        model_paths=lambda: (target, draft))
+        assert ("suffix decoding", "arctic-inference 0.3.0 (--method suffix)") in rows(report)

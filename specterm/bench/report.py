@@ -20,7 +20,7 @@ from specterm.errors import ConfigError
 from specterm.stats import fmt_opt
 
 # Marker and style per method: a letter, not only a hue, so the plot reads without colour.
-MARKS = {"draft_model": ("D", "bold cyan"), "ngram": ("N", "bold magenta")}
+MARKS = {"draft_model": ("D", "bold cyan"), "ngram": ("N", "bold magenta"), "suffix": ("S", "bold yellow")}
 THEORY_MARK = ("·", "dim")
 
 
@@ -82,6 +82,28 @@ def ttft_steps_table(results: Sequence[ConfigResult], *, max_steps: int = 6) -> 
         cells = [f"{t * 1e3:.0f}" for t in r.ttft_by_step[:n]]
         table.add_row(Text(r.label), *cells, *["–"] * (n - len(cells)), fmt_opt(r.later_ttft_share, ".0%"),
                       fmt_opt(r.later_cached_share, ".0%"))
+    return table
+
+
+def turns_table(records, labels: Sequence[str], per_round: int) -> Table:
+    """Decode speed-up by how much the engine had seen: its first unit (cold), the rest of round 1
+    (other prompts of the workload), later rounds (the same prompts again)."""
+    from statistics import median
+
+    from specterm.bench.results import speedup_by_turn
+
+    table = Table(title="decode speed-up by turn (each engine's units in the order it ran them)",
+                  title_justify="left", header_style="bold")
+    for name in ("configuration", "turn 1 (cold)", "turns 2–%d" % per_round, "later rounds (repeats)"):
+        table.add_column(name, justify="left" if name == "configuration" else "right")
+    for label in labels:
+        turns = speedup_by_turn(records, label)
+
+        def cell(values) -> str:
+            values = [v for v in values if v is not None]
+            return f"{median(values):.2f}×" if values else "–"
+
+        table.add_row(Text(label), cell(turns[:1]), cell(turns[1:per_round]), cell(turns[per_round:]))
     return table
 
 

@@ -152,6 +152,19 @@ def paired_ratios(base: Sequence[RequestRecord], other: Sequence[RequestRecord])
     return out
 
 
+def speedup_by_turn(records: Sequence[RequestRecord], label: str) -> list[float | None]:
+    """Paired decode speed-up of ``label`` over target-only per measured unit, in the order its
+    engine ran them (round by round, prompt by prompt): entry 0 met a fresh engine, entry n had seen
+    n units before. What suffix decoding learns across turns shows as a rise along this list."""
+    target = {(r.block, r.round, r.prompt): r for r in records if r.config == TARGET_ONLY and r.block == label}
+    out: list[float | None] = []
+    for rec in sorted((r for r in records if r.config == label), key=lambda r: (r.round, r.prompt)):
+        ref = target.get((rec.block, rec.round, rec.prompt))
+        a, b = decode_rate([rec]), decode_rate([ref]) if ref else None
+        out.append(a / b if a is not None and b else None)
+    return out
+
+
 def _rounds(records: Iterable[RequestRecord]) -> dict[tuple[str, int], dict[str, list[RequestRecord]]]:
     """(block, round) → config label → records."""
     out: dict[tuple[str, int], dict[str, list[RequestRecord]]] = defaultdict(lambda: defaultdict(list))

@@ -29,7 +29,7 @@ from specterm.stats import SpecStats
 
 TARGET_ONLY = "target-only"
 DRAFT_AS_TARGET = "draft-as-target"
-METHODS = ("draft_model", "ngram")
+METHODS = ("draft_model", "ngram", "suffix")
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,8 @@ class BenchRunner:
 
     def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[Prompt]], specs: Sequence[ConfigSpec], *,
                  repeats: int = 3, params: GenerationParams | None = None, loader: Loader | None = None,
-                 time_draft: bool = True, warmup: bool = True, agent: str = "sql_analyst") -> None:
+                 time_draft: bool = True, warmup: bool = True, agent: str = "sql_analyst",
+                 suffix_cold: bool = False) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
         # (workload, prompt) pairs: every workload runs in the same blocks, so engines load once.
@@ -157,6 +158,8 @@ class BenchRunner:
         self.repeats, self.params = repeats, params or GenerationParams(max_tokens=64)
         self.time_draft = time_draft and base.draft is not None and any(s.method == "draft_model" for s in specs)
         self.warmup = warmup
+        self.suffix_cold = suffix_cold
+        """Reset suffix decoding's tree before every measured unit (else it learns across them)."""
         self.agent_name = agent
         self._agent_def: Any = None
         if loader is None:
@@ -185,6 +188,8 @@ class BenchRunner:
         if self.warmup:
             # The first request of an engine pays one-off costs (allocator, caches): not measured.
             engine.generate(self.prompts[0][1], self.params.model_copy(update={"max_tokens": 4}), lambda e: None)
+            # ... and teaches nothing: suffix decoding's first measured unit meets an empty tree.
+            engine.reset_suffix_cache()
         return engine
 
     def run(self, progress: Progress | None = None) -> list[RequestRecord]:
@@ -214,6 +219,11 @@ class BenchRunner:
                         # alone (measured on the Qwen pair: 0.9 s vs 4.9 s TTFT). Within an agent turn
                         # the steps still reuse their own prefix, as for a user's new question.
                         engine.reset_prefix_cache()
+                        # Suffix decoding's tree is *not* reset by default: learning from earlier
+                        # turns is its point. Units run in order, so unit n has seen n - 1 before it
+                        # (results.speedup_by_turn); --suffix-cold measures every unit on an empty tree.
+                        if self.suffix_cold:
+                            engine.reset_suffix_cache()
                         self.records.append(self._one(engine, prompt, name, label, rnd, i, workload))
                         if progress:
                             progress(f"{label}: round {rnd + 1}/{self.repeats}", 1)

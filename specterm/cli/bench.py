@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from specterm.cli.common import add_engine_args, engine_config_from_args
-from specterm.errors import ConfigError
+from specterm.errors import ConfigError, EngineUnavailable
 
 DEFAULT_METHODS = ("draft_model", "ngram")
 DEFAULT_KS = (2, 4, 6, 8)
@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recommend", action="store_true",
                    help="write the fastest configuration (or 'none' when nothing beats target-only) to the "
                         "config file, with its expected speed-up for the dashboard")
+    p.add_argument("--suffix-cold", action="store_true",
+                   help="reset suffix decoding's tree before every measured request (default: it keeps "
+                        "learning across them, as in a session)")
     p.add_argument("--sanity", action="store_true",
                    help="instead: check draft = target accepts ≈100%% and greedy output is lossless")
     p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default 0,1)")
@@ -111,6 +114,11 @@ def _specs(args: argparse.Namespace, base) -> list:
         raise ConfigError(f"bad --k: {bad[0]} (each must be 1..16)")
     if "draft_model" in methods and not base.draft:
         raise ConfigError("method draft_model needs a draft model (--draft PATH)")
+    if "suffix" in methods:
+        from specterm.engine.vllm_engine import suffix_decoding_problem
+
+        if problem := suffix_decoding_problem():
+            raise EngineUnavailable(problem)
     if args.repeats < 1:
         raise ConfigError("bad --repeats: must be >= 1")
     return plan(methods, ks)
@@ -120,7 +128,7 @@ def bench(args: argparse.Namespace, base, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from specterm.bench.report import (acceptance_table, results_table, speedup_plot, to_json, ttft_steps_table,
-                                       write_json, write_svg)
+                                       turns_table, write_json, write_svg)
     from specterm.bench.results import aggregate
     from specterm.bench.runner import BenchRunner
     from specterm.bench.workloads import describe
@@ -132,7 +140,8 @@ def bench(args: argparse.Namespace, base, console) -> int:
 
         load_agent(args.agent)  # a bad name is one line now, not after the engines load
     workloads = _workloads(args, names, base, console)
-    runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent)
+    runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent,
+                         suffix_cold=args.suffix_cold)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
     with progress:
@@ -150,6 +159,8 @@ def bench(args: argparse.Namespace, base, console) -> int:
         console.print(acceptance_table(results))
         if (steps := ttft_steps_table(results)) is not None:
             console.print(steps)
+        if any(s.method == "suffix" for s in specs) and len(workloads) == 1:  # turn 1 = the block's first
+            console.print(turns_table(recs, [s.label for s in specs], len(workloads[name])))
         console.print(speedup_plot(results))
         out["workloads"][name] = to_json(results, {"prompts": [describe(p) for p in workloads[name]]})
         if args.plot:
@@ -199,6 +210,7 @@ def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:
         "vllm": vllm_label(),
         "engine": base.model_dump(), "repeats": args.repeats, "max_tokens": args.max_tokens,
         "temperature": args.temperature, "workloads": list(workloads), "raw": args.raw,
+        "suffix_cold": args.suffix_cold,
     }
 
 

@@ -8,7 +8,7 @@ import socket
 
 from specterm import __version__
 from specterm.config import PRESETS, resolve_engine_config
-from specterm.engine.base import EngineConfig
+from specterm.engine.base import SUFFIX_KNOBS, EngineConfig
 from specterm.events import SessionStarted
 
 
@@ -31,13 +31,23 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                         "see README 'Scale-out'); default: vLLM's choice")
     g.add_argument("--chat-template", metavar="FILE",
                    help="a Jinja chat template to use instead of the target tokenizer's own")
+    s = p.add_argument_group("suffix decoding (--method suffix; vLLM's knobs, its defaults)")
+    s.add_argument("--suffix-decoding-max-tree-depth", type=int, metavar="N",
+                   help="depth of the global and per-prompt suffix trees (default 24)")
+    s.add_argument("--suffix-decoding-max-cached-requests", type=int, metavar="N",
+                   help="past responses kept in the global tree; 0: per-prompt trees only (default 10000)")
+    s.add_argument("--suffix-decoding-max-spec-factor", type=float, metavar="X",
+                   help="draft at most X × the matched suffix length tokens (default 1.0)")
+    s.add_argument("--suffix-decoding-min-token-prob", type=float, metavar="P",
+                   help="draft only tokens whose estimated probability is at least P (default 0.1)")
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     """Defaults → preset → config file → env → flags. Builds the default tiny pair if needed."""
     flags = {name: getattr(args, name, None) for name in (
         "target", "draft", "method", "num_speculative_tokens", "dtype", "max_model_len",
-        "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "chat_template")}
+        "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "chat_template",
+        *SUFFIX_KNOBS)}
     defaults = None
     if args.target is None and args.preset is None:
         from specterm.models.defaults import default_model_paths

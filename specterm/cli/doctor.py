@@ -68,6 +68,9 @@ def rows(report: Any) -> list[tuple[str, str]]:
         out.append(("bandwidth panel", gpus["panel"]))
     out.extend(_model_rows(models))
     out.append(("structured outputs", f"xgrammar {so['xgrammar_version']}" if so["available"] else "unavailable (xgrammar not installed)"))
+    sd = f["suffix_decoding"]
+    out.append(("suffix decoding", f"arctic-inference {sd['arctic_inference_version']} (--method suffix)"
+                if sd["available"] else f"unavailable — {sd['detail']}"))
     if "deep" in f:
         out.append(("deep checks", _deep_line(f["deep"])))
     return out

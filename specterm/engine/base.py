@@ -27,6 +27,9 @@ Sink = Callable[[BaseEvent], None]
 Method = Literal["draft_model", "ngram", "eagle", "eagle3", "suffix"]
 NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
 DEFAULT_MAX_MODEL_LEN = 4096
+SUFFIX_KNOBS = ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+                "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob")
+"""``EngineConfig`` fields passed to vLLM's speculative config as they are (method ``suffix``)."""
 
 
 class EngineConfig(BaseModel):
@@ -54,6 +57,13 @@ class EngineConfig(BaseModel):
     structured_output_backend: Literal["xgrammar", "guidance", "outlines", "auto"] = "xgrammar"
     ngram_prompt_lookup_min: int = Field(2, ge=1)
     ngram_prompt_lookup_max: int = Field(5, ge=1)
+    # Suffix decoding (method "suffix", the arctic-inference package): vLLM's own knob names and
+    # defaults. Its global tree caches past responses across requests, so it learns as an agent runs.
+    suffix_decoding_max_tree_depth: int = Field(24, ge=1)
+    suffix_decoding_max_cached_requests: int = Field(10000, ge=0)
+    """Responses kept in the global tree; 0 leaves only the per-prompt trees."""
+    suffix_decoding_max_spec_factor: float = Field(1.0, ge=0.0)
+    suffix_decoding_min_token_prob: float = Field(0.1, ge=0.0, le=1.0)
     extra_engine_args: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -144,6 +154,10 @@ class SpecEngine(ABC):
 
     def reset_prefix_cache(self) -> None:  # noqa: B027 - optional hook
         """Forget cached prompt prefixes (vLLM's prefix cache), so the next request starts cold."""
+
+    def reset_suffix_cache(self) -> None:  # noqa: B027 - optional hook
+        """Forget what suffix decoding learned from earlier requests (its global tree). Nothing else
+        resets it: ``reset_prefix_cache`` leaves it alone, so it keeps learning across requests."""
 
     def __enter__(self) -> "SpecEngine":
         return self

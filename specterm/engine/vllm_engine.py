@@ -24,6 +24,7 @@ from typing import Any, Callable
 from specterm.engine.base import (
     DEFAULT_MAX_MODEL_LEN,
     NEEDS_DRAFT_MODEL,
+    SUFFIX_KNOBS,
     Capabilities,
     EngineConfig,
     GenerationParams,
@@ -62,6 +63,22 @@ def _quiet_vllm() -> None:
     logging.getLogger("vllm").setLevel(level)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\..*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"vllm\..*")
+
+SUFFIX_HINT = ("method suffix needs the arctic-inference package (a C++ suffix tree built from source): "
+               "pip install 'specterm[suffix]' (or: pip install arctic-inference==0.3.0 --no-deps)")
+
+
+def suffix_decoding_problem() -> str | None:
+    """Why vLLM's ``method="suffix"`` cannot run here, or ``None``. vLLM imports only
+    ``arctic_inference.suffix_decoding`` (its compiled ``_C`` tree), so that is what is tried."""
+    try:
+        import arctic_inference.suffix_decoding  # noqa: F401
+    except ImportError as err:
+        if getattr(err, "name", None) == "arctic_inference":  # not installed at all
+            return SUFFIX_HINT
+        return f"{SUFFIX_HINT}; the installed one does not import: {_one_line(err)}"
+    return None
+
 
 ENGINE_EXTRA_HINT = "install the engine extra: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)"
 
@@ -168,6 +185,8 @@ def _engine_args(config: EngineConfig):
         if config.method == "ngram":
             spec["prompt_lookup_min"] = config.ngram_prompt_lookup_min
             spec["prompt_lookup_max"] = config.ngram_prompt_lookup_max
+        if config.method == "suffix":
+            spec |= {name: getattr(config, name) for name in SUFFIX_KNOBS}
         kwargs["speculative_config"] = spec
         kwargs["per_request_spec_decode_metrics"] = "detailed"  # refused without speculation
     kwargs.update(config.extra_engine_args)
@@ -179,6 +198,8 @@ def validate_config(c: EngineConfig) -> None:
     layout vLLM 0.32.0 cannot run, before loading."""
     check_pipeline_parallel(c.pipeline_parallel_size, c.speculative, vllm_build())
     check_model_dir(c.target, "target")
+    if c.method == "suffix" and (problem := suffix_decoding_problem()):
+        raise EngineUnavailable(problem)
     if c.method in NEEDS_DRAFT_MODEL:
         if not c.draft:
             raise ConfigError(f"method {c.method} needs a draft model (--draft PATH)")
@@ -396,6 +417,13 @@ class VllmSpecEngine(SpecEngine):
         if getattr(self, "_engine", None) is not None:
             self._engine.reset_prefix_cache()
 
+    def reset_suffix_cache(self) -> None:
+        """Forget what suffix decoding learned: a fresh global tree and no cached responses. vLLM has
+        no public call for it (its prefix-cache reset leaves the drafter alone), so the model runner's
+        drafter gets a new ``SuffixDecodingCache`` built as vLLM builds it."""
+        if getattr(self, "_engine", None) is not None and self.config.method == "suffix":
+            self._engine.collective_rpc(_reset_suffix_drafter)
+
     def close(self) -> None:
         engine = getattr(self, "_engine", None)
         if engine is not None:
@@ -403,3 +431,13 @@ class VllmSpecEngine(SpecEngine):
             if shutdown:
                 shutdown()
             self._engine = None
+
+
+def _reset_suffix_drafter(worker) -> None:
+    """Runs in each worker (``collective_rpc``): replace the suffix drafter's cache with an empty one."""
+    from arctic_inference.suffix_decoding import SuffixDecodingCache
+
+    drafter = worker.model_runner.drafter
+    old = drafter.suffix_cache
+    drafter.suffix_cache = SuffixDecodingCache(max_tree_depth=old.max_tree_depth,
+                                               max_cached_requests=old.max_cached_requests)
