@@ -86,24 +86,32 @@ def ttft_steps_table(results: Sequence[ConfigResult], *, max_steps: int = 6) -> 
 
 
 def turns_table(records, labels: Sequence[str], per_round: int) -> Table:
-    """Decode speed-up by how much the engine had seen: its first unit (cold), the rest of round 1
-    (other prompts of the workload), later rounds (the same prompts again)."""
+    """Decode speed-up (median of paired ratios) and tokens per engine step by how much the engine
+    had seen: its first unit (cold), the rest of round 1 (the workload's other prompts), later
+    rounds (the same prompts again). Tokens per step carries no timing noise."""
     from statistics import median
 
-    from specterm.bench.results import speedup_by_turn
+    from specterm.bench.results import speedup_by_turn, units_by_turn
 
-    table = Table(title="decode speed-up by turn (each engine's units in the order it ran them)",
+    groups = ("turn 1 (cold)", "turns 2–%d" % per_round, "later rounds (repeats)")
+    table = Table(title="by turn: decode speed-up · tokens per step (each engine's units in the order it ran them)",
                   title_justify="left", header_style="bold")
-    for name in ("configuration", "turn 1 (cold)", "turns 2–%d" % per_round, "later rounds (repeats)"):
-        table.add_column(name, justify="left" if name == "configuration" else "right")
+    table.add_column("configuration")
+    for name in groups:
+        table.add_column(name, justify="right")
+    cuts = (slice(0, 1), slice(1, per_round), slice(per_round, None))
     for label in labels:
-        turns = speedup_by_turn(records, label)
-
-        def cell(values) -> str:
-            values = [v for v in values if v is not None]
-            return f"{median(values):.2f}×" if values else "–"
-
-        table.add_row(Text(label), cell(turns[:1]), cell(turns[1:per_round]), cell(turns[per_round:]))
+        ratios, units = speedup_by_turn(records, label), units_by_turn(records, label)
+        cells = []
+        for cut in cuts:
+            rs = [v for v in ratios[cut] if v is not None]
+            steps = sum(u.steps for u in units[cut])
+            if not units[cut]:
+                cells.append("–")
+                continue
+            speed = f"{median(rs):.2f}×" if rs else "–"
+            cells.append(f"{speed} · {sum(u.tokens for u in units[cut]) / steps:.2f}" if steps else speed)
+        table.add_row(Text(label), *cells)
     return table
 
 

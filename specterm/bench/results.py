@@ -16,8 +16,8 @@ Definitions (all per configuration):
 * **c** (draft cost ratio, the theory's input) — for ``draft_model``: median decode-step time of the
   draft loaded as a target-only engine ÷ that of the target, paired per round in the draft timing
   block, median over rounds. A full engine step of each model, so fixed per-step overhead counts
-  on both sides, exactly as it does for the target step in the model. For ``ngram`` c = 0 (no model;
-  the lookup's host time shows up as overhead).
+  on both sides, exactly as it does for the target step in the model. For ``ngram`` and ``suffix``
+  c = 0 (no model; the lookup's host time shows up as overhead).
 * **c_inline** (diagnostic) — what drafting plus the wider verification really added to a step:
   ``(T_spec − T_target) / (k · T_target)`` with T the median decode-step times of the same round.
   c_inline > c means a speculative step costs more than the model's ``k·c + 1`` target steps.
@@ -152,13 +152,23 @@ def paired_ratios(base: Sequence[RequestRecord], other: Sequence[RequestRecord])
     return out
 
 
+MODEL_FREE = ("ngram", "suffix")
+"""Methods that draft by lookup, without a model: c = 0 (their lookup cost shows in measured ÷ theory)."""
+
+
+def units_by_turn(records: Sequence[RequestRecord], label: str) -> list[RequestRecord]:
+    """``label``'s measured units in the order its engine ran them (round by round, prompt by
+    prompt): entry 0 met a fresh engine, entry n had seen n units before."""
+    return sorted((r for r in records if r.config == label), key=lambda r: (r.round, r.prompt))
+
+
 def speedup_by_turn(records: Sequence[RequestRecord], label: str) -> list[float | None]:
-    """Paired decode speed-up of ``label`` over target-only per measured unit, in the order its
-    engine ran them (round by round, prompt by prompt): entry 0 met a fresh engine, entry n had seen
-    n units before. What suffix decoding learns across turns shows as a rise along this list."""
+    """Paired decode speed-up of ``label`` over target-only per unit, in ``units_by_turn`` order.
+    What suffix decoding learns across turns shows as a rise along this list (and, free of timing
+    noise, as more tokens per step)."""
     target = {(r.block, r.round, r.prompt): r for r in records if r.config == TARGET_ONLY and r.block == label}
     out: list[float | None] = []
-    for rec in sorted((r for r in records if r.config == label), key=lambda r: (r.round, r.prompt)):
+    for rec in units_by_turn(records, label):
         ref = target.get((rec.block, rec.round, rec.prompt))
         a, b = decode_rate([rec]), decode_rate([ref]) if ref else None
         out.append(a / b if a is not None and b else None)
@@ -227,7 +237,7 @@ def aggregate(records: Sequence[RequestRecord], specs: Sequence[ConfigSpec]) -> 
         res.per_position = stats.per_position
         res.speedup = Spread.of(speedups)
         res.c_inline = statistics.median(inline) if inline else None
-        res.c = 0.0 if spec.method == "ngram" else (c_draft.median if c_draft else None)
+        res.c = 0.0 if spec.method in MODEL_FREE else (c_draft.median if c_draft else None)
         if res.mean_acceptance_length is not None and spec.k:
             res.alpha = alpha_from_acceptance_length(res.mean_acceptance_length, spec.k)
             if res.c is not None:
