@@ -240,3 +240,12 @@ def test_speedup_by_turn_follows_the_order_the_engine_ran_the_units():
                 r.prompt = prompt
                 records.append(r)
     assert speedup_by_turn(records, "suffix k=4") == pytest.approx([1.0, 2.0, 2.0, 3.0])
+
+    from rich.console import Console
+
+    from specterm.bench.report import turns_table
+
+    console = Console(width=120, record=True, color_system=None)
+    console.print(turns_table(records, ["suffix k=4"], per_round=2))
+    row = next(line for line in console.export_text().splitlines() if "suffix k=4" in line)
+    assert [c.strip() for c in row.split("│")[2:5]] == ["1.00× · 1.00", "2.00× · 1.00", "2.50× · 1.00"]
