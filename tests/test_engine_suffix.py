@@ -35,6 +35,7 @@ PROMPTS = [
 MAX_TOKENS = 32
 
 
+@pytest.mark.engine  # builds vLLM EngineArgs
 def test_suffix_knobs_are_validated_and_reach_vllms_speculative_config(tiny_pair):
     from pydantic import ValidationError
 
