@@ -236,11 +236,11 @@ def _suffix_decoding(report: Report, version_of: VersionOf) -> None:
     version = version_of("arctic-inference")
     detail = None
     if version and report.facts["engine"]["vllm_version"]:
-        from specterm.engine.vllm_engine import suffix_decoding_problem
+        from specterm.engine.suffix import suffix_decoding_problem
 
         detail = suffix_decoding_problem()
     elif not version:
-        from specterm.engine.vllm_engine import SUFFIX_HINT
+        from specterm.engine.suffix import SUFFIX_HINT
 
         detail = SUFFIX_HINT
     report.facts["suffix_decoding"] = {"available": bool(version) and detail is None,

@@ -115,7 +115,7 @@ def _specs(args: argparse.Namespace, base) -> list:
     if "draft_model" in methods and not base.draft:
         raise ConfigError("method draft_model needs a draft model (--draft PATH)")
     if "suffix" in methods:
-        from specterm.engine.vllm_engine import suffix_decoding_problem
+        from specterm.engine.suffix import suffix_decoding_problem
 
         if problem := suffix_decoding_problem():
             raise EngineUnavailable(problem)

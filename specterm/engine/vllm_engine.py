@@ -35,6 +35,8 @@ from specterm.engine.base import (
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
 from specterm.engine.parallel import check_pipeline_parallel, prepare_cpu_workers, set_default_env
+from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
+from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
@@ -63,22 +65,6 @@ def _quiet_vllm() -> None:
     logging.getLogger("vllm").setLevel(level)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\..*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"vllm\..*")
-
-SUFFIX_HINT = ("method suffix needs the arctic-inference package (a C++ suffix tree built from source): "
-               "pip install 'specterm[suffix]' (or: pip install arctic-inference==0.3.0 --no-deps)")
-
-
-def suffix_decoding_problem() -> str | None:
-    """Why vLLM's ``method="suffix"`` cannot run here, or ``None``. vLLM imports only
-    ``arctic_inference.suffix_decoding`` (its compiled ``_C`` tree), so that is what is tried."""
-    try:
-        import arctic_inference.suffix_decoding  # noqa: F401
-    except ImportError as err:
-        if getattr(err, "name", None) == "arctic_inference":  # not installed at all
-            return SUFFIX_HINT
-        return f"{SUFFIX_HINT}; the installed one does not import: {_one_line(err)}"
-    return None
-
 
 ENGINE_EXTRA_HINT = "install the engine extra: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)"
 
@@ -207,31 +193,6 @@ def validate_config(c: EngineConfig) -> None:
         check_same_tokenizer(c.target, c.draft)
 
 
-def _own_vllm_collectors() -> list:
-    """The ``vllm:`` Prometheus collectors of the engine just built. ``get_metrics`` reads the global
-    registry, and each new engine unregisters the previous one's collectors (``unregister_vllm_metrics``),
-    so with two engines alive (``specterm compare``, ``bench`` blocks) the first would reconcile against
-    zeros; each engine puts its own back before a request (``_activate_collectors``)."""
-    from prometheus_client import REGISTRY
-
-    return [c for c in list(REGISTRY._collector_to_names) if str(getattr(c, "_name", "")).startswith("vllm:")]
-
-
-def _activate_collectors(collectors: list) -> None:
-    from prometheus_client import REGISTRY
-
-    current = [c for c in list(REGISTRY._collector_to_names) if str(getattr(c, "_name", "")).startswith("vllm:")]
-    if not collectors or current == collectors:
-        return
-    try:
-        for c in current:
-            REGISTRY.unregister(c)
-        for c in collectors:
-            REGISTRY.register(c)
-    except (KeyError, ValueError):  # a collector registered twice or gone: reconciliation then says so
-        pass
-
-
 class VllmSpecEngine(SpecEngine):
     """vLLM's engine in this process; one request at a time (``generate`` holds a lock)."""
 
@@ -257,7 +218,7 @@ class VllmSpecEngine(SpecEngine):
             self._engine = LLMEngine.from_engine_args(_engine_args(config))
         except Exception as err:  # noqa: BLE001 - vLLM raises many types; the user needs one line
             raise EngineUnavailable(f"engine failed to start: {_one_line(err)}") from err
-        self._metrics = _own_vllm_collectors()
+        self._metrics = own_vllm_collectors()
         from specterm.engine.capture import CapturingScheduler
 
         scheduler = self._engine.engine_core.engine_core.scheduler
@@ -315,7 +276,7 @@ class VllmSpecEngine(SpecEngine):
         prompt_ids = self.renderer.ids(prompt)
         check_fits(len(prompt_ids), self.max_model_len)
         if self.config.speculative:
-            _activate_collectors(self._metrics)  # another engine in this process may have replaced them
+            activate_collectors(self._metrics)  # another engine in this process may have replaced them
         before = spec_counters(engine.get_metrics()) if self.config.speculative else None
         sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids),
                             params=params.model_dump(exclude={"json_schema"}) | {"json_schema": params.json_schema is not None}))
@@ -422,7 +383,7 @@ class VllmSpecEngine(SpecEngine):
         no public call for it (its prefix-cache reset leaves the drafter alone), so the model runner's
         drafter gets a new ``SuffixDecodingCache`` built as vLLM builds it."""
         if getattr(self, "_engine", None) is not None and self.config.method == "suffix":
-            self._engine.collective_rpc(_reset_suffix_drafter)
+            self._engine.collective_rpc(reset_suffix_drafter)
 
     def close(self) -> None:
         engine = getattr(self, "_engine", None)
@@ -432,12 +393,3 @@ class VllmSpecEngine(SpecEngine):
                 shutdown()
             self._engine = None
 
-
-def _reset_suffix_drafter(worker) -> None:
-    """Runs in each worker (``collective_rpc``): replace the suffix drafter's cache with an empty one."""
-    from arctic_inference.suffix_decoding import SuffixDecodingCache
-
-    drafter = worker.model_runner.drafter
-    old = drafter.suffix_cache
-    drafter.suffix_cache = SuffixDecodingCache(max_tree_depth=old.max_tree_depth,
-                                               max_cached_requests=old.max_cached_requests)
