@@ -115,6 +115,7 @@ def run_turn(engine, agent, question: str, totals) -> float:
         events.append(e)
         if e.type == "request_started":
             CLOCK.step += 1
+            totals[CLOCK.step]["requests"] += 1
             totals[CLOCK.step]["prompt tokens"] += e.prompt_tokens
         elif e.type == "request_finished":
             request_wall[e.request_id] = e.wall_s
@@ -167,7 +168,7 @@ def print_tables(results: dict[str, dict[int, dict[str, float]]]) -> None:
             table.add_column(f"step {s}", justify="right")
         table.add_column("all", justify="right", style="bold")
         total = {p: sum(rows.get(s, {}).get(p, 0.0) for s in steps)
-                 for p in (*PHASES, "ttft", "prompt tokens", "cached tokens")}
+                 for p in (*PHASES, "ttft", "prompt tokens", "cached tokens", "requests")}
         cols = [rows.get(s, {}) for s in steps] + [total]
         for p in PHASES:
             table.add_row(p, *(f"{c.get(p, 0.0):.2f}" for c in cols))
@@ -175,7 +176,12 @@ def print_tables(results: dict[str, dict[int, dict[str, float]]]) -> None:
         table.add_row("ttft", *(f"{c.get('ttft', 0.0):.2f}" for c in cols))
         table.add_row("prompt cached", *(f"{c.get('cached tokens', 0.0) / c['prompt tokens']:.0%}"
                                          if c.get("prompt tokens") else "–" for c in cols))
+        table.add_row("requests", *(f"{c.get('requests', 0.0):.0f}" for c in cols))
         console.print(table)
+        mean = {s: rows[s]["ttft"] / rows[s]["requests"] for s in steps if rows.get(s, {}).get("requests")}
+        if len(mean) > 1 and mean.get(1):
+            later = ", ".join(f"step {s} {mean[s] / mean[1]:.0%}" for s in steps if s > 1 and s in mean)
+            console.print(f"  mean TTFT ÷ step 1's: {later}")
         console.print(f"  measured turn wall time: {rows.get(0, {}).get('turn wall', 0.0):.2f} s")
     if len(results) == 2:
         (a, ra), (b, rb) = results.items()
@@ -202,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agent", default="sql_analyst")
     p.add_argument("--question", action="append", help="a user request (repeatable; default: the agent workload's)")
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--block-size", type=int, help="vLLM KV-cache block size (prefix-cache granularity; CPU default 128)")
+    p.add_argument("--block-size", type=int, help="vLLM KV-cache block size (prefix-cache granularity; "
+                   "specterm's CPU default 32, vLLM's own 128)")
     args = p.parse_args(argv)
 
     from specterm.agent import load_agent

@@ -76,3 +76,20 @@ def test_eager_only_on_the_cpu_build(monkeypatch, build, eager):
     args = vllm_engine._engine_args(EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"),
                                                  method="draft_model"))
     assert args.enforce_eager is eager
+
+
+@pytest.mark.parametrize("build, block", [("cpu", 32), ("cuda", None)])
+def test_cpu_build_asks_for_32_token_kv_blocks(monkeypatch, build, block):
+    """The prefix cache reuses whole blocks: 32-token blocks on the CPU build (vLLM's CPU default is
+    128, which left an agent step re-prefilling up to 127 tokens); CUDA keeps vLLM's own; a user's
+    ``extra_engine_args`` still wins."""
+    pytest.importorskip("vllm")
+    from specterm.engine import vllm_engine
+    from specterm.engine.base import EngineConfig
+    from specterm.paths import embedded_pair_dir
+
+    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: build)
+    target = str(embedded_pair_dir() / "target")
+    assert vllm_engine._engine_args(EngineConfig(target=target, method=None)).block_size == block
+    mine = EngineConfig(target=target, method=None, extra_engine_args={"block_size": 64})
+    assert vllm_engine._engine_args(mine).block_size == 64
