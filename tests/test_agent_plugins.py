@@ -114,6 +114,20 @@ def test_two_agents_with_a_tools_py_each_do_not_collide(tmp_path):
     assert ToolBox(b).call("probe", {"text": "Hi"}).content == "hi"
 
 
+def test_two_tools_from_one_file_share_one_module_run_once(tmp_path):
+    """A module's top level (opening a client, counting calls) runs once per agent folder, however
+    many of its functions are tools."""
+    folder = tmp_path / "two"
+    folder.mkdir()
+    (folder / "agent.toml").write_text('system = "s"\n[[tools]]\nname = "one"\nhandler = "tools:one"\n'
+                                       '[[tools]]\nname = "two"\nhandler = "tools:two"\n')
+    (folder / "tools.py").write_text("RUNS = []\nRUNS.append(1)\n\ndef one() -> str:\n    return str(len(RUNS))\n\n"
+                                     "def two() -> str:\n    RUNS.append(2)\n    return str(len(RUNS))\n")
+    box = ToolBox(load_agent(folder))
+    assert box.call("two", {}).content == "2"
+    assert box.call("one", {}).content == "2"  # the same RUNS list: the file ran once
+
+
 @pytest.mark.parametrize("handler, error", [
     ("tools:boom", "tool failed: ValueError: no sky here"),
     ("tools:bye", "tool failed: SystemExit: 3"),

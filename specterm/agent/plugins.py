@@ -120,6 +120,8 @@ def _load_module(folder: Path, module: str):
     # A unique name per folder: two agents may both have a tools.py.
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     name = f"specterm_user_tools._{digest}.{module}"
+    if name in sys.modules:  # another tool of this agent lives in the same file: one module, run once
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pydantic look their module up while it runs
