@@ -16,7 +16,8 @@ One user request runs as numbered *agent steps* (``AgentStepStarted``/``AgentSte
    ``retrieve_after = true`` is followed by another ``retrieve`` step whose query is its result:
    what it finds joins the context (passages already there are not repeated).
 
-The last of ``max_steps`` generations may only answer, so a request always ends. Invalid output (cut
+The last of ``max_steps`` generations may only answer, so a request always ends; so may the one after
+a call that repeats the previous call exactly (a loop: the call is not run again). Invalid output (cut
 at ``max_tokens``) is fed back as an error result. A step that fails or is cancelled finishes with
 ``ok=False``; every started step is finished, so the stream is consistent whatever happens.
 The loop runs in the engine's thread, takes any ``SpecEngine`` and a sink, and never imports textual.
@@ -198,10 +199,11 @@ class AgentRunner:
             retrieve(text)
 
         history: list[tuple[str, str]] = [("user", text)]
+        must_answer = False  # set when the model repeated its previous call: it is looping
         for gen in range(agent.max_steps):
             if cancel.is_set():
                 break
-            answer_only = gen == agent.max_steps - 1
+            answer_only = must_answer or gen == agent.max_steps - 1
             kind = "answer" if answer_only else "tool_call"
             t0 = start(kind)
             try:
@@ -240,6 +242,17 @@ class AgentRunner:
                 finish(kind, t0, answer=call.answer, **stats)
                 result.ok, result.answer = True, call.answer
                 return result
+            if result.calls and (call.tool, call.arguments) == (result.calls[-1].tool, result.calls[-1].arguments):
+                # The same tool with the same arguments as the step before: its result is already in
+                # the conversation, and a model that asks again is looping (seen on the Qwen pair: one
+                # query three times until the last step forced an answer). It is not run again, the
+                # prompt stays as it was (so its prefix is cached) and the next generation may only answer.
+                finish(kind, t0, **stats)
+                fail(f"step {step} repeats the previous call ({call.tool} with the same arguments): not run "
+                     "again; the next step may only answer", "warning")
+                step += 1
+                must_answer = True
+                continue
             result.calls.append(call)
             sink(ToolCall(t=clock(), request_id=rid, step=step, name=call.tool, arguments=call.arguments,
                           raw=call.raw))
