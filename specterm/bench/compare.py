@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from specterm.bench.compare_tally import LANES, CompareTally
 from specterm.engine.base import EngineConfig, GenerationParams, SessionClock
-from specterm.errors import ConfigError, ModelError
+from specterm.errors import ConfigError
 from specterm.events import BaseEvent, SessionEnded, SessionStarted, UserMessage
 
 Sink = Callable[[BaseEvent], None]
@@ -76,17 +76,14 @@ def side_label(config: EngineConfig) -> str:
 def check_sides(a: EngineConfig, b: EngineConfig) -> None:
     """Before any engine loads: both targets exist, then they share one tokenizer (outputs are
     compared token id by token id), then each side's own checks (its draft and the draft's tokenizer)."""
-    from specterm.engine.checks import _vocab, check_model_dir
+    from specterm.engine.checks import check_model_dir, check_same_tokenizer
     from specterm.engine.vllm_engine import validate_config
 
     for lane, config in zip(LANES, (a, b)):
         check_model_dir(config.target, f"side {lane.upper()}'s target")
-    if a.target != b.target:
-        va, vb = _vocab(a.target), _vocab(b.target)
-        if va is not None and vb is not None and va != vb:  # a hub id is checked by vLLM when it loads
-            raise ModelError(
-                f"the two sides use different tokenizers (A: {len(va)} tokens, {a.target}; B: {len(vb)} tokens, "
-                f"{b.target}): compare checks their outputs token by token, so they must share one tokenizer")
+    if a.target != b.target:  # a hub id is checked by vLLM when it loads
+        check_same_tokenizer(a.target, b.target, what="the two sides", names=("A", "B"),
+                             why=f"compare checks their outputs token by token (A: {a.target}; B: {b.target})")
     for config in (a, b):
         validate_config(config)
 

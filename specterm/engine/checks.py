@@ -96,8 +96,11 @@ def _vocab(path: str) -> dict[str, int] | None:
     return tok.get_vocab()
 
 
-def check_same_tokenizer(target: str, draft: str) -> None:
-    """Refuse a draft whose vocabulary differs from the target's, before any model loads."""
+def check_same_tokenizer(target: str, draft: str, *, what: str = "draft and target",
+                         names: tuple[str, str] = ("target", "draft"),
+                         why: str = "speculative decoding compares token ids") -> None:
+    """Refuse two models whose vocabularies differ, before any model loads: a draft and its target
+    (the default wording), or ``compare``'s two sides (``what``/``names``/``why`` say which)."""
     tv, dv = _vocab(target), _vocab(draft)
     if tv is None or dv is None or tv == dv:
         return
@@ -105,7 +108,7 @@ def check_same_tokenizer(target: str, draft: str) -> None:
     only_d = len(dv.keys() - tv.keys())
     moved = sum(1 for k in tv.keys() & dv.keys() if tv[k] != dv[k])
     raise ModelError(
-        f"draft and target use different tokenizers ({len(dv)} vs {len(tv)} tokens; "
-        f"{only_d} only in draft, {only_t} only in target, {moved} with different ids): "
-        "speculative decoding compares token ids, so they must share one tokenizer"
+        f"{what} use different tokenizers ({len(dv)} vs {len(tv)} tokens; "
+        f"{only_d} only in {names[1]}, {only_t} only in {names[0]}, {moved} with different ids): "
+        f"{why}, so they must share one tokenizer"
     )
