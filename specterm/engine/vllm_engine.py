@@ -143,20 +143,17 @@ def default_max_model_len(target: str) -> int | None:
 
 
 CPU_BLOCK_SIZE = 32
-
-
-def _cpu_block_size() -> dict[str, int]:
-    """The prefix cache reuses whole KV blocks, and the CPU build's default block is 128 tokens, so an
-    agent step re-prefilled up to 127 tokens of the prompt it had just sent. 32 (the smallest size the
-    CPU attention backend prefers) took the Qwen pair's later agent steps from 71-86 % of their prompt
-    cached (TTFT 26-33 % of step 1) to 84-91 % (18-21 %), decode unchanged (README "Where an agent
-    turn's time goes"). CUDA's default is already 16. ``extra_engine_args`` can still override it."""
-    return {"block_size": CPU_BLOCK_SIZE} if vllm_build() == "cpu" else {}
+"""The prefix cache reuses whole KV blocks, and the CPU build's default block is 128 tokens, so an
+agent step re-prefilled up to 127 tokens of the prompt it had just sent. 32 (the smallest size the
+CPU attention backend prefers) took the Qwen pair's later agent steps from 71-86 % of their prompt
+cached (TTFT 26-33 % of step 1) to 84-91 % (18-21 %), decode unchanged (README "Where an agent
+turn's time goes"). CUDA's default is already 16. ``extra_engine_args`` can still override it."""
 
 
 def _engine_args(config: EngineConfig):
     from vllm import EngineArgs
 
+    build = vllm_build()
     kwargs: dict[str, Any] = dict(
         model=config.target,
         dtype=config.dtype,
@@ -169,8 +166,8 @@ def _engine_args(config: EngineConfig):
         disable_log_stats=False,
         # Eager only where it is needed: the CPU build has no graph capture to turn off, while on CUDA
         # graphs are what small-batch decoding (exactly what a speculative step is) depends on.
-        enforce_eager=vllm_build() != "cuda",
-        **_cpu_block_size(),
+        enforce_eager=build != "cuda",
+        **({"block_size": CPU_BLOCK_SIZE} if build == "cpu" else {}),
         structured_outputs_config={
             "backend": config.structured_output_backend,
             # The per-request flag is ignored with speculation; the engine-wide one works.
