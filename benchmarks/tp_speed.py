@@ -13,17 +13,11 @@ import argparse
 import time
 
 from specterm.engine import EngineConfig, GenerationParams, load_engine
+from specterm.bench.workloads import ENGINE_CHECK, RAW
 from specterm.events import EngineCounters, SpecStep
 from specterm.paths import embedded_pair_dir
 
-PROMPTS = [
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT',
-    '{"tool": "search_docs", "arguments": {"query": "',
-    "Runbook: if the payments queue backs up,",
-    "The customer alice placed",
-    "SELECT name, total FROM orders WHERE",
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT status, amount FROM payments WHERE',
-]
+PROMPTS = [*ENGINE_CHECK, RAW["toolcalls"][4]]
 
 
 def measure(config: EngineConfig, rounds: int, max_tokens: int) -> dict:

@@ -14,19 +14,13 @@ import os
 import pytest
 
 from specterm.engine import EngineConfig, GenerationParams, load_engine
+from specterm.bench.workloads import ENGINE_CHECK, RAW
 from specterm.engine.parallel import cpu_binding
 from specterm.events import EngineCounters, SpecStep
 from specterm.paths import embedded_pair_dir
 
 TARGET, DRAFT = str(embedded_pair_dir() / "target"), str(embedded_pair_dir() / "draft")
-PROMPTS = [
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT',
-    '{"tool": "search_docs", "arguments": {"query": "',
-    "Runbook: if the payments queue backs up,",
-    "The customer alice placed",
-    "SELECT name, total FROM orders WHERE",
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT status, amount FROM payments WHERE',
-]
+PROMPTS = [*ENGINE_CHECK, RAW["toolcalls"][4]]
 
 
 # --- no engine: arguments and thread placement ----------------------------------------------

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from specterm.engine import EngineConfig, GenerationParams
+from specterm.bench.workloads import ENGINE_CHECK, RAW
 from specterm.engine.base import SUFFIX_KNOBS
 from specterm.errors import EngineUnavailable
 
@@ -24,14 +25,7 @@ except ImportError:
 needs_suffix = pytest.mark.skipif(
     not HAS_SUFFIX, reason="arctic-inference is not installed (pip install 'specterm[suffix]')")
 
-PROMPTS = [
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT',
-    '{"tool": "search_docs", "arguments": {"query": "',
-    "Runbook: if the payments queue backs up,",
-    "The customer alice placed",
-    "SELECT name, total FROM orders WHERE",
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT price FROM products',
-]
+PROMPTS = [*ENGINE_CHECK, RAW["toolcalls"][2]]
 MAX_TOKENS = 32
 
 

@@ -11,21 +11,17 @@ import threading
 import jsonschema
 import pytest
 
+from specterm.bench.workloads import ENGINE_CHECK, RAW
 from specterm.engine import EngineConfig, GenerationParams, load_engine
 from specterm.events import EngineCounters, RequestFinished, SpecStep
 
 pytestmark = pytest.mark.engine
 
 PROMPTS = [
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT',
-    '{"tool": "search_docs", "arguments": {"query": "',
-    "Runbook: if the payments queue backs up,",
-    "The customer alice placed",
-    "SELECT name, total FROM orders WHERE",
-    '{"tool": "query_sql", "arguments": {"sql": "SELECT price FROM products',
-    "Runbook: if the",
-    "The customer judy",
-    '{"tool": "search_docs", "arguments": {"query": "restart the auth service", "top_k": ',
+    *ENGINE_CHECK,
+    RAW["toolcalls"][2],
+    *RAW["prose"][2:4],
+    RAW["toolcalls"][3],
     "then drain the search workers",
     "ORDER BY created_at LIMIT",
     "The quick brown fox",

@@ -52,6 +52,9 @@ RAW: dict[str, tuple[str, ...]] = {
         "SELECT",
     ),
 }
+ENGINE_CHECK: tuple[str, ...] = (*RAW["toolcalls"][:2], *RAW["prose"][:2], RAW["code"][0])
+"""Two or one prefixes of each shape the embedded pair was trained on: the set the engine tests and
+``benchmarks/tp_speed.py`` start from (each adds a few more of ``RAW``'s)."""
 CHAT: dict[str, tuple[str, ...]] = {
     "prose": (
         "In two sentences, what should an on-call engineer do when the payments queue backs up?",
