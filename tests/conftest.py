@@ -30,6 +30,25 @@ def tiny_pair():
     return str(target), str(draft)
 
 
+@pytest.fixture
+def retokenized(tmp_path):
+    """``retokenized(model_dir, name)``: a copy of ``model_dir`` in ``tmp_path/name`` with a different
+    tokenizer (a fresh 300-token one), for the "different tokenizers" refusals."""
+    import shutil
+
+    from specterm.models.tiny import build_tokenizer
+
+    def make(model_dir: str, name: str):
+        other = tmp_path / name
+        shutil.copytree(model_dir, other)
+        for f in other.glob("tokenizer*"):
+            f.unlink()
+        build_tokenizer(other, vocab_size=300)
+        return other
+
+    return make
+
+
 @pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path, monkeypatch):
     # Recording is on by default: keep test sessions out of the user's data dir.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,15 +41,9 @@ def test_directory_that_is_not_a_model(capsys, tmp_path):
 
 
 @pytest.mark.engine  # builds tokenizers with the engine extra's transformers
-def test_draft_with_a_different_tokenizer_is_refused_before_loading(capsys, tmp_path, tiny_pair):
-    from specterm.models.tiny import build_tokenizer
-
+def test_draft_with_a_different_tokenizer_is_refused_before_loading(capsys, tiny_pair, retokenized):
     target, draft = tiny_pair
-    other = tmp_path / "other-draft"
-    shutil.copytree(draft, other)
-    for f in other.glob("tokenizer*"):
-        f.unlink()
-    build_tokenizer(other, vocab_size=300)
+    other = retokenized(draft, "other-draft")
     rc, err = _run_main(capsys, "hi", "--target", target, "--draft", str(other), "--no-record")
     _assert_one_line_error(rc, err, "different tokenizers")
 

@@ -5,7 +5,6 @@ compare), the refusal of two tokenizers before anything loads, and the tally on 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -90,15 +89,9 @@ def test_replay_headless_of_a_mismatched_session_fails_loudly(tmp_path, capsys):
 
 
 @pytest.mark.engine  # builds a tokenizer with the engine extra's transformers
-def test_two_tokenizers_are_refused_before_loading(capsys, tmp_path, tiny_pair):
-    from specterm.models.tiny import build_tokenizer
-
+def test_two_tokenizers_are_refused_before_loading(capsys, tmp_path, tiny_pair, retokenized):
     target, draft = tiny_pair
-    other = tmp_path / "other-target"
-    shutil.copytree(target, other)
-    for f in other.glob("tokenizer*"):
-        f.unlink()
-    build_tokenizer(other, vocab_size=300)
+    other = retokenized(target, "other-target")
     record = tmp_path / "s.jsonl"
     rc = main(["compare", "hi", "--raw", "--target", target, "--draft", draft, "--a", f"target={other}",
                "--b", "method=none", "--headless", "--record", str(record)])
