@@ -7,7 +7,10 @@ through:
   what ``specterm run`` does minus the real terminal;
 * **UI**: the real app under ``App.run_test()`` (headless Textual, 160×48, live pacing, not the
   deterministic test mode): the request is submitted as a user does, runs on the app's worker
-  thread, its events cross the bridge and are drawn.
+  thread, its events cross the bridge and are drawn. As ``specterm chat`` runs it, the engine and the
+  runner are in a process of their own (``session/process.py``; a second engine of the same
+  configuration, loaded and warmed up like the first); ``--in-process`` runs the UI side on the
+  headless side's engine in this process instead (one interpreter, one GIL: the old arrangement).
 
 Engine speed on each side = output tokens ÷ the request's wall time on the thread that runs it (for
 the UI, until the worker returns; the UI's catch-up on the last batch is counted in its CPU below).
@@ -24,7 +27,7 @@ Prints, per workload: the median per-pair ratio of tokens/s (UI ÷ headless) wit
 (event-loop) thread's CPU time while the engine ran as a share of that wall time; and the UI thread's
 CPU seconds per 1,000 live tokens (its catch-up on the last events included). Also the load averages before and after: other processes share the cores.
 
-    .venv/bin/python benchmarks/ui_overhead.py [--workload agent|long|all] [--rounds 2]
+    .venv/bin/python benchmarks/ui_overhead.py [--workload agent|long|all] [--rounds 2] [--in-process]
 """
 
 from __future__ import annotations
@@ -36,9 +39,12 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
+
+from specterm.session.live import make_runner
 
 LONG_MODEL = Path("~/.cache/specterm/models/smollm2-135m-instruct").expanduser()
 LONG_PROMPTS = ["def fibonacci(n):\n"]
@@ -107,15 +113,31 @@ async def with_ui(app, prompt, ui: Side) -> tuple[int, float]:
     return tokens, wall
 
 
-async def run_workload(name: str, engine, runner_factory, prompts: list[str], rounds: int, warm: bool = True) -> list[float]:
+IN_PROCESS = False
+
+
+async def run_workload(name: str, engine, runner_factory, prompts: list[str], rounds: int, warm: bool = True,
+                       engine_factory=None) -> list[float]:
+    """``runner_factory`` and ``engine_factory`` are picklable (the engine process builds its own)."""
+    from specterm.session.live import LiveSession
     from specterm.ui.app import make_app
 
-    app = make_app(engine=engine, runner_factory=runner_factory, gpu=False, theme_dirs=(), deterministic=False)
+    if IN_PROCESS:
+        session = LiveSession(engine=engine, runner_factory=runner_factory)
+    else:
+        from specterm.session.process import process_factories
+
+        load, runner = process_factories(engine_factory, runner_factory)
+        session = LiveSession(engine_factory=load, runner_factory=runner)
+    app = make_app(session=session, gpu=False, theme_dirs=(), deterministic=False)
     ui, ratios = Side(), []
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.pause()
+        while app.runner is None:  # the engine process loads on the app's worker thread
+            await asyncio.sleep(0.2)
         for prompt in prompts if warm else ():  # warm-up: first-use costs (grammar, caches) on neither side
             headless(engine, runner_factory(engine), prompt)
+            if not IN_PROCESS:
+                await with_ui(app, prompt, Side())
         for r in range(rounds):
             for prompt in prompts:
                 order = ("h", "u") if r % 2 == 0 else ("u", "h")
@@ -141,39 +163,48 @@ def agent_workload(rounds: int) -> None:
     from specterm.bench.workloads import AGENT_REQUESTS
     from specterm.engine import EngineConfig, load_engine
     from specterm.models.defaults import ensure_default_models
-    from specterm.session.live import agent_runner
 
     target, draft = ensure_default_models()
-    engine = load_engine(EngineConfig(target=str(target), draft=str(draft), method="draft_model"))
+    config = EngineConfig(target=str(target), draft=str(draft), method="draft_model")
+    engine = load_engine(config)
     agent = load_agent("sql_analyst")
     try:
-        asyncio.run(run_workload("agent", engine, lambda e: agent_runner(agent, e), list(AGENT_REQUESTS), rounds))
+        asyncio.run(run_workload("agent", engine, partial(make_runner, agent=agent), list(AGENT_REQUESTS), rounds,
+                                 engine_factory=partial(load_engine, config)))
     finally:
         engine.close()
 
 
-def long_workload(rounds: int, max_tokens: int) -> None:
-    from specterm.engine import EngineConfig, GenerationParams, load_engine
-    from specterm.session.live import plain_runner
+def long_engine(config):
+    """The long workload's engine: EOS ignored so each answer runs to ``max_tokens`` on both sides (the
+    135M model ends its answers within ~150 tokens; a benchmark-only patch, the product has no such
+    option). Module-level so the engine process can build it too."""
+    from specterm.engine import load_engine
 
-    if not (LONG_MODEL / "config.json").is_file():
-        print(f"long: skipped ({LONG_MODEL} not found; `specterm models fetch smollm2` builds it)")
-        return
-    engine = load_engine(EngineConfig(target=str(LONG_MODEL), method="ngram", num_speculative_tokens=4))
-    params = GenerationParams(max_tokens=max_tokens)
+    engine = load_engine(config)
     sampling = engine._sampling_params
 
     def long_answer(p):
-        # The 135M model ends its answers within ~150 tokens; the benchmark needs a long one on both
-        # sides alike, so it ignores EOS (a benchmark-only patch: the product has no such option).
         out = sampling(p)
         out.ignore_eos = True
         return out
 
     engine._sampling_params = long_answer
+    return engine
+
+
+def long_workload(rounds: int, max_tokens: int) -> None:
+    from specterm.engine import EngineConfig, GenerationParams
+
+    if not (LONG_MODEL / "config.json").is_file():
+        print(f"long: skipped ({LONG_MODEL} not found; `specterm models fetch smollm2` builds it)")
+        return
+    config = EngineConfig(target=str(LONG_MODEL), method="ngram", num_speculative_tokens=4)
+    engine = long_engine(config)
+    runner = partial(make_runner, params=GenerationParams(max_tokens=max_tokens), raw=True)
     try:
-        asyncio.run(run_workload("long", engine, lambda e: plain_runner(e, params, raw=True), LONG_PROMPTS, rounds,
-                                 warm=False))  # a 2,000-token warm-up would double the run; no grammar here
+        asyncio.run(run_workload("long", engine, runner, LONG_PROMPTS, rounds, warm=False,  # a 2,000-token
+                                 engine_factory=partial(long_engine, config)))  # warm-up would double the run
     finally:
         engine.close()
 
@@ -185,7 +216,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=2048, help="length of the long answer")
     parser.add_argument("--frame-s", type=float, help="override the UI's frame interval (experiments)")
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval (experiments)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="the UI side's engine in this process (as `specterm chat --engine-in-process`)")
     args = parser.parse_args()
+    global IN_PROCESS
+    IN_PROCESS = args.in_process
     if args.frame_s is not None:
         import specterm.ui.pacing
 

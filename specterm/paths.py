@@ -76,6 +76,11 @@ def model_cache_dir(name: str) -> Path:
     return cache_dir() / "models" / name
 
 
+def engine_log_file() -> Path:
+    """Where the dashboard's engine process writes its stdout/stderr (vLLM's logging), off the screen."""
+    return cache_dir() / "logs" / "engine.log"
+
+
 def agent_cache_dir(agent: str) -> Path:
     """An agent's built state: its SQLite database and vector store."""
     return cache_dir() / "agents" / agent

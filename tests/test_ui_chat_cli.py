@@ -36,3 +36,16 @@ def test_chat_live_builds_app_without_loading_the_engine(monkeypatch, tmp_path):
     assert app.state.mode == "live" and app.engine is None and app.session.needs_loading
     assert app.session.header.models["num_speculative_tokens"] == 3 and app.session.recorder is not None
     assert record.exists() and '"session_started"' in record.read_text().splitlines()[0]
+
+
+def test_chat_runs_the_engine_in_its_own_process_unless_asked(monkeypatch):
+    import specterm.ui.app as ui_app
+    from specterm.session.process import EngineProcess
+
+    captured = {}
+    monkeypatch.setattr(ui_app.SpecTermApp, "run", lambda self, *a, **kw: captured.update(app=self))
+    for flags, in_process in (([], False), (["--engine-in-process"], True)):
+        args = build_parser().parse_args(["chat", "--target", "/models/t", "--no-gpu", "--no-record", *flags])
+        assert args.func(args) == 0
+        factory = captured["app"].session._engine_factory
+        assert (factory.func == EngineProcess.start) != in_process

@@ -8,6 +8,10 @@ is refused in one line before anything starts.
 The engine is built on a worker thread after the UI is up, so the screen shows "starting engine…"
 instead of a frozen terminal; if it cannot start (e.g. the vLLM extra is missing) the app shows
 "engine failed to start: <reason>" instead of a traceback. Engine flags are ``run``'s.
+
+The engine and the agent run in a process of their own (``session/process.py``) so that drawing the
+dashboard never takes the GIL from them; ``--engine-in-process`` keeps them in the app's process
+(one interpreter, e.g. to debug it).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theme-file", action="append", default=[], metavar="FILE",
                    help="load a theme file (TOML/JSON; repeatable); a broken file is reported and skipped")
     p.add_argument("--no-gpu", action="store_true", help="do not sample NVML (GPU panel off)")
+    p.add_argument("--engine-in-process", action="store_true",
+                   help="run the engine in the app's process instead of its own (slower with the dashboard)")
     from specterm.session.recorder import add_record_args
 
     add_record_args(p)
@@ -87,24 +93,24 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.cli.common import session_header
     from specterm.engine import SessionClock
     from specterm.session.recorder import recorder_from_args
-    from specterm.session.live import LiveSession, agent_runner, plain_runner
+    from functools import partial
+
+    from specterm.engine import load_engine
+    from specterm.session.live import LiveSession, make_runner
 
     params, agent, config = check_live_args(args)
     clock = SessionClock()
     header = session_header(config, agent=agent.name if agent else None)
     recorder = recorder_from_args(args, header)
+    # Module-level functions and partials only: they are pickled into the engine process.
+    engine_factory = partial(load_engine, config, clock=clock)  # called on the app's worker thread
+    runner_factory = partial(make_runner, agent=agent, params=params, clock=clock, raw=args.raw,
+                             system=args.system, temperature=args.temperature)
+    if not args.engine_in_process:
+        from specterm.session.process import process_factories
 
-    def runner_factory(engine):
-        if agent is None:
-            return plain_runner(engine, params, clock, raw=args.raw, system=args.system)
-        return agent_runner(agent, engine, temperature=args.temperature, clock=clock)
-
-    def factory():  # runs on the app's worker thread
-        from specterm.engine import load_engine
-
-        return load_engine(config, clock=clock)
-
-    session = LiveSession(header=header, engine_factory=factory, runner_factory=runner_factory,
+        engine_factory, runner_factory = process_factories(engine_factory, runner_factory)
+    session = LiveSession(header=header, engine_factory=engine_factory, runner_factory=runner_factory,
                           recorder=recorder, clock=clock)
     app = make_app(
         session=session,

@@ -67,6 +67,16 @@ def agent_runner(agent: Any, engine: Any, *, temperature: float = 0.0,
     return lambda text, sink, cancel: runner.run(text, sink, cancel=cancel)
 
 
+def make_runner(engine: Any, *, agent: Any = None, params: Any = None, clock: Callable[[], float] | None = None,
+                raw: bool = False, system: str | None = None, temperature: float = 0.0) -> Runner:
+    """The runner ``specterm chat`` puts around ``engine``: ``agent``'s loop, or plain chat without
+    one. Module-level, so ``functools.partial(make_runner, agent=...)`` pickles into an engine
+    process (``session/process.py``)."""
+    if agent is None:
+        return plain_runner(engine, params, clock, raw=raw, system=system)
+    return agent_runner(agent, engine, temperature=temperature, clock=clock)
+
+
 class LiveSession:
     """One live session, outside any UI: its clock and header, the engine (built lazily by ``load``,
     on the caller's thread: a dashboard calls it from a worker), the runner around the engine (plain
