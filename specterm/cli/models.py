@@ -4,8 +4,8 @@
   pair shipped in ``models/embedded`` with its ``train.json``, and the tiny test pair).
 * ``specterm models train [--out DIR] [--quick]`` — train a pair from scratch: corpus from the agents'
   intents run on their real tools and data, with worked examples in the prompts, byte-level BPE
-  tokenizer, target and draft (about 40 min on 2 cores; the shipped pair came from the previous
-  recipe, at commit c53d0c1; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
+  tokenizer, target and draft (about 55 min on 2 cores with nothing else running; this recipe made
+  the shipped pair; ``--quick`` is a seconds-long smoke run of the same pipeline). Same seed and settings →
   same final losses to 1e-4 on the same machine and torch build (about 1e-2 across CPUs/builds).
 * ``specterm models import FILE.gguf DIR`` — a GGUF model (llama.cpp, LM Studio) as a directory vLLM
   loads: dequantised safetensors, tokenizer, chat template (``specterm.models.gguf_import``).

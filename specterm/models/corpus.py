@@ -9,10 +9,12 @@ examples and document passages retrieved by the agent's own embedding index, the
 tables first; a second query that uses the first one's result; a policy lookup before a calculator),
 and no tool at all for greetings and what the data cannot answer.
 
-Retrieved worked examples never include the transcript's own question, and for half of the
-transcripts not its own calls either, so the model learns to *adapt* an example (swap the entity)
-rather than copy it blindly; at inference the nearest example is often of the same intent with
-another entity.
+Retrieved worked examples never include the transcript's own question, and for a third of the
+transcripts not its own calls either, so the model learns both to *copy* the nearest example's call
+(at inference the nearest example is often the same intent and entity asked another way; the pool is
+large enough for that) and to *adapt* one (swap the entity: a customer, a number the pool cannot
+hold). Training questions are reworded (``intents.rephrase``) and misspelt (``add_typo``) at random,
+so a memorised sentence is a worse guide than the example and the entity.
 
 Each transcript is the text of ``render_prompt`` after the final answer (without the trailing
 ``<|call|>`` line) plus the character spans of the calls, which are the only trained positions.
@@ -131,12 +133,13 @@ def write_examples(path: Path, examples: list[WorkedExample], header: str) -> No
 
 
 def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: float = 0.25,
-             substitute_rate: float = 0.5, example_k: int = 2, heldout: bool = False) -> list[Transcript]:
+             rephrase_rate: float = 0.4, substitute_rate: float = 0.35, example_k: int = 2,
+             heldout: bool = False) -> list[Transcript]:
     """The training transcripts (deterministic for ``seed``), each with its ``example_k`` nearest
     worked examples (the agent's ``examples.toml``) in the context; with ``heldout``, transcripts of
     the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation."""
     if heldout:
-        typo_rate = substitute_rate = 0.0
+        typo_rate = rephrase_rate = substitute_rate = 0.0
     from specterm.agent.vectors import embedder
 
     rng = random.Random(seed)
@@ -147,7 +150,7 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
         slots = Slots(box.db() if agent.database else None)
         cases = []
         for _ in range(n):
-            case = sample(agent_name, rng, slots, heldout=heldout)
+            case = sample(agent_name, rng, slots, heldout=heldout, rephrase_rate=rephrase_rate)
             if rng.random() < typo_rate and case.intent != "docs":
                 case.question = add_typo(rng, case.question)
             cases.append(case)

@@ -319,7 +319,16 @@ def intents_for(agent: str) -> list[Intent]:
 
 
 def _pct(rng: random.Random):
-    return rng.choice([99, 99.5, 99.9, 99.95, 99.99, 99.8, 99.0, 99.7, 95, 99.25, 98.5, 99.9])
+    """An SLO: half the time a common one, else any 90-99.99 with one or two decimals. The spread is
+    what makes the model copy the number from the question instead of guessing the common 99.9."""
+    if rng.random() < 0.5:
+        return rng.choice([99, 99.5, 99.9, 99.95, 99.99, 99.8, 99.0, 99.7, 95, 99.25, 98.5])
+    return round(rng.uniform(90, 99.99), rng.choice([1, 2]))
+
+
+def _num(rng: random.Random, common: list[int], lo: int, hi: int) -> int:
+    """Half the time a common value, else uniform in [lo, hi] (copied, not recalled; see ``_pct``)."""
+    return rng.choice(common) if rng.random() < 0.5 else rng.randint(lo, hi)
 
 
 class Slots:
@@ -369,15 +378,14 @@ class Slots:
             y = rng.choice([2024, 2025, 2026])
             return {"x": str(y), "w": str(y)}
         if slot in ("slo", "slo_used"):
-            out = {"slo_percent": _pct(rng), "window_days": rng.choice([7, 14, 28, 30, 30, 30, 90, 365,
-                                                                        rng.randint(1, 120)])}
+            out = {"slo_percent": _pct(rng), "window_days": _num(rng, [7, 14, 28, 30, 30, 90, 365], 1, 366)}
             if slot == "slo_used":
-                out["consumed_minutes"] = rng.choice([5, 10, 12, 20, 30, 45, 60, rng.randint(1, 300)])
+                out["consumed_minutes"] = _num(rng, [5, 10, 12, 20, 30, 45, 60], 1, 500)
             return {**out, "slo": out["slo_percent"], "days": out["window_days"],
                     "used": out.get("consumed_minutes")}
         if slot in ("load", "load_headroom"):
-            peak = rng.choice([90, 200, 500, 900, 1000, 1200, 2500, 5000, rng.randint(10, 20000)])
-            per = rng.choice([50, 100, 150, 200, 250, 400, rng.randint(10, 1000)])
+            peak = _num(rng, [90, 200, 500, 900, 1000, 1200, 2500, 5000], 10, 20000)
+            per = _num(rng, [50, 100, 150, 200, 250, 400], 5, 1000)
             out = {"peak_rps": peak, "rps_per_replica": per, "peak": peak, "per": per}
             if slot == "load_headroom":
                 out["headroom_percent"] = out["h"] = rng.choice([0, 10, 20, 25, 50, 100])
@@ -400,9 +408,11 @@ class Case:
     slots: dict = field(default_factory=dict)
 
 
-def sample(agent: str, rng: random.Random, slots: Slots, *, heldout: bool = False) -> Case:
+def sample(agent: str, rng: random.Random, slots: Slots, *, heldout: bool = False,
+           rephrase_rate: float = 0.0) -> Case:
     """One question of ``agent``: an intent by weight, a phrasing from its ``train`` or ``heldout``
-    list, slots filled from the data."""
+    list (a training one reworded by ``rephrase`` with probability ``rephrase_rate``), slots filled
+    from the data."""
     intents = intents_for(agent)
     it = rng.choices(intents, weights=[i.weight for i in intents])[0]
     s = slots.fill(rng, it.slot, heldout)
@@ -411,7 +421,10 @@ def sample(agent: str, rng: random.Random, slots: Slots, *, heldout: bool = Fals
         s["query"] = search_query(question)
     else:
         phrasings = it.heldout if heldout else it.train
-        question = rng.choice(phrasings).format(**s)
+        template = rng.choice(phrasings)
+        if not heldout and rng.random() < rephrase_rate:
+            template = rephrase(rng, template)
+        question = template.format(**s)
     return Case(agent, it.name, question, it.calls(s), it.answer, s)
 
 
@@ -424,6 +437,44 @@ def search_query(question: str) -> str:
     import re
 
     return " ".join(w for w in re.findall(r"[\w%.]+", question.lower()) if w not in STOP)[:100]
+
+
+# Words people use for the shop's nouns and verbs, swapped into a training template (never into its
+# slots, so entities stay exact). General vocabulary, not the held-out templates' wording: the point
+# is that a question's words vary, so the model learns to rely on the retrieved example and the
+# entity rather than on a memorised sentence.
+SYNONYMS = {"customers": ["clients", "buyers", "shoppers"], "customer": ["client", "buyer"],
+            "products": ["items", "goods"], "product": ["item"], "orders": ["purchases"],
+            "payments": ["transactions"], "How many": ["how many"],
+            "What is": ["What's", "Tell me", "whats"], "total": ["overall", "combined"],
+            "costs": ["is priced at"], "most": ["the most"], "downtime": ["outage time"],
+            "replicas": ["instances", "pods"], "SLO": ["availability target", "SLA"]}
+OPENERS = ["Can you tell me: ", "Please tell me: ", "I'd like to know: ", "Quick question: ", "Hey, ",
+           "Could you check: ", "I need to know: ", "Question: ", "Using the data: "]
+CLOSERS = [" please", " thanks", " - thanks!", " (quick one)", " asap"]
+
+
+def rephrase(rng: random.Random, template: str) -> str:
+    """Reword a training template as a user might: one word or phrase swapped for a synonym, an
+    opener before it, a closer after it (each at random; at least one)."""
+    import re
+
+    out = template
+    kinds = [k for k in range(3) if rng.random() < 0.5] or [rng.randrange(3)]
+    if 0 in kinds:
+        words = [w for w in SYNONYMS if re.search(rf"(?<![\w{{]){re.escape(w)}(?![\w}}])", out)]
+        if words:
+            w = rng.choice(words)
+            out = re.sub(rf"(?<![\w{{]){re.escape(w)}(?![\w}}])", rng.choice(SYNONYMS[w]), out, count=1)
+    if 1 in kinds:
+        first = out.split(" ", 1)[0]
+        if first in ("What", "What's", "How", "Which", "Who", "Where", "Tell", "Count", "Give", "List", "Name"):
+            out = out[0].lower() + out[1:]
+        out = rng.choice(OPENERS) + out
+    if 2 in kinds:
+        end = len(out.rstrip("?.!"))
+        out = out[:end] + rng.choice(CLOSERS) + out[end:]
+    return out
 
 
 def add_typo(rng: random.Random, text: str) -> str:

@@ -24,8 +24,8 @@ SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
 @dataclass
 class Settings:
     seed: int = 0
-    n_sql: int = 3400
-    n_ops: int = 1800
+    n_sql: int = 5000
+    n_ops: int = 2500
     vocab_size: int = 3000
     target_hidden: int = 256
     target_layers: int = 4
