@@ -2,20 +2,21 @@
 
 Why: in one process the engine's Python (vLLM's scheduler, the verdict hook, the agent loop) and the
 dashboard's Python (layout, rendering) take turns on one GIL, so every millisecond the UI spends
-drawing is a millisecond the engine waits. On the embedded pair, whose steps are almost all Python,
-that cost the engine about a tenth of its speed (``benchmarks/ui_overhead.py``). In a child process
-the engine has its own interpreter; the two only share cores.
+drawing is a millisecond the engine waits. In a child process the engine has its own interpreter;
+the two only share cores (``benchmarks/ui_overhead.py``: a long answer ran at 0.77 of headless speed
+with the engine in the app's process, 0.91 with it here).
 
 ``EngineProcess.start`` spawns the child, which builds the engine and the runner (the same
 ``engine_factory`` / ``runner_factory`` a ``LiveSession`` takes; picklable: module-level functions or
 ``functools.partial`` of them) and answers ``ready`` with the engine's config and capabilities. The
 proxy is what the session holds as its engine; ``proxy.runner`` is its runner. A run sends the
 prompt; the child runs it and sends back every event as it is emitted, then the runner's result (or
-its exception), over one ``multiprocessing`` pipe: one sender and one receiver per direction, in
-order, so nothing is lost or reordered. Events carry the session clock's time from the child, which
+its exception), over one ``multiprocessing`` pipe: one receiver per direction and sends serialised
+(the child's main thread; the parent's run and ``close`` under one lock), in order, so nothing is
+lost or reordered. Events carry the session clock's time from the child, which
 holds a copy of the parent's ``SessionClock`` (``time.monotonic`` is machine-wide), so timestamps
 mean the same as in-process. The parent's session records and forwards each event as it arrives, so
-the recording is identical to an in-process one.
+the recording holds the same events as an in-process one.
 
 Cancellation: the parent's run polls its cancel event between receives and sends ``cancel``; a
 thread in the child sets the runner's cancel event. Closing sends ``close`` (the child closes its
