@@ -56,7 +56,7 @@ def _portable(err: BaseException) -> BaseException:
 
 def _child(conn, engine_factory: Callable[[], Any], runner_factory: Callable[[Any], Any], log_path: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # private, like session files
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     null = os.open(os.devnull, os.O_RDONLY)
