@@ -14,12 +14,8 @@ import pytest
 from specterm.engine.base import GenerationParams, SessionClock
 from specterm.events import RequestFinished, SpecStep, UserMessage
 from specterm.session.live import LiveSession, make_runner
-from specterm.session.process import EngineProcess
+from specterm.session.process import EngineProcess, proxy_runner
 from specterm.ui.testing import FakeEngine
-
-
-def _process_runner(proxy):
-    return proxy.runner
 
 
 class Boom(ValueError):
@@ -47,7 +43,7 @@ def test_events_arrive_in_order_and_match_in_process(tmp_path):
     here.run("q", expected.append)
     proc = EngineProcess.start(FakeEngine, runner, tmp_path / "engine.log")
     try:
-        session = LiveSession(engine=proc, runner_factory=_process_runner, clock=clock)
+        session = LiveSession(engine=proc, runner_factory=proxy_runner, clock=clock)
         seen: list = []
         result = session.run("q", seen.append)
         again: list = []
@@ -94,7 +90,7 @@ def test_a_load_failure_is_the_same_one_line_error(tmp_path):
     from specterm.errors import ConfigError
 
     with pytest.raises(ConfigError, match="^target model 'nowhere' is not a directory$"):
-        EngineProcess.start(_broken_factory, _process_runner, tmp_path / "log")
+        EngineProcess.start(_broken_factory, proxy_runner, tmp_path / "log")
 
 
 @pytest.mark.engine
@@ -126,7 +122,7 @@ def test_the_real_engine_gives_the_same_verdicts_and_tokens_in_its_own_process(t
     header = synthetic_header()
     path = tmp_path / "s.jsonl"
     proc = EngineProcess.start(partial(load_engine, config), runner, tmp_path / "engine.log")
-    session = LiveSession(engine=proc, runner_factory=_process_runner, recorder=Recorder(path, header))
+    session = LiveSession(engine=proc, runner_factory=proxy_runner, recorder=Recorder(path, header))
     seen: list = []
     remote = steps(lambda p, sink: session.run(p, lambda e: (seen.append(e), sink(e))))
     session.close()

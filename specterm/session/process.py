@@ -200,8 +200,9 @@ def process_factories(engine_factory: Callable[[], Any], runner_factory: Callabl
     log = engine_log_file()
     log.parent.mkdir(parents=True, exist_ok=True)
     EngineProcess.prepare()
-    return partial(EngineProcess.start, engine_factory, runner_factory, log), _process_runner
+    return partial(EngineProcess.start, engine_factory, runner_factory, log), proxy_runner
 
 
-def _process_runner(proxy: EngineProcess):
+def proxy_runner(proxy: EngineProcess):
+    """The ``runner_factory`` of a session whose engine is an ``EngineProcess``: its ``runner``."""
     return proxy.runner
