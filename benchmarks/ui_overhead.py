@@ -23,7 +23,9 @@ Workloads:
   speculation (k=4) on a raw prompt, EOS ignored so it runs to ``--max-tokens``; skipped when that
   model is not in the cache.
 
-Prints, per workload: the median per-pair ratio of tokens/s (UI ÷ headless) with its range; the UI
+Prints, per workload: the median per-pair ratio of tokens/s (UI ÷ headless) with its range, and the
+ratio of the two sides' total tokens ÷ total time with a 95 % bootstrap interval over the pairs
+(single agent requests last 0.2–0.5 s, so one pair swings ±30 %: use ``--rounds 10``); the UI
 (event-loop) thread's CPU time while the engine ran as a share of that wall time; and the UI thread's
 CPU seconds per 1,000 live tokens (its catch-up on the last events included). Also the load averages before and after: other processes share the cores.
 
@@ -36,6 +38,7 @@ import argparse
 import asyncio
 import io
 import os
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -116,6 +119,17 @@ async def with_ui(app, prompt, ui: Side) -> tuple[int, float]:
 IN_PROCESS = False
 
 
+def total_ratio(pairs: list[tuple[int, float, int, float]]) -> float:
+    """(UI tokens ÷ UI time) ÷ (headless tokens ÷ headless time) over ``(h_n, h_s, u_n, u_s)`` pairs."""
+    return (sum(p[2] for p in pairs) / sum(p[3] for p in pairs)) / (sum(p[0] for p in pairs) / sum(p[1] for p in pairs))
+
+
+def bootstrap(pairs, n: int = 2000) -> tuple[float, float]:
+    rng = random.Random(0)
+    ratios = sorted(total_ratio([rng.choice(pairs) for _ in pairs]) for _ in range(n))
+    return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
+
+
 async def run_workload(name: str, engine, runner_factory, prompts: list[str], rounds: int, warm: bool = True,
                        engine_factory=None) -> list[float]:
     """``runner_factory`` and ``engine_factory`` are picklable (the engine process builds its own)."""
@@ -130,7 +144,7 @@ async def run_workload(name: str, engine, runner_factory, prompts: list[str], ro
         load, runner = process_factories(engine_factory, runner_factory)
         session = LiveSession(engine_factory=load, runner_factory=runner)
     app = make_app(session=session, gpu=False, theme_dirs=(), deterministic=False)
-    ui, ratios = Side(), []
+    ui, ratios, pairs = Side(), [], []
     async with app.run_test(size=(160, 48)) as pilot:
         while app.runner is None:  # the engine process loads on the app's worker thread
             await asyncio.sleep(0.2)
@@ -141,18 +155,21 @@ async def run_workload(name: str, engine, runner_factory, prompts: list[str], ro
         for r in range(rounds):
             for prompt in prompts:
                 order = ("h", "u") if r % 2 == 0 else ("u", "h")
-                rate, count = {}, {}
+                rate, count, wall = {}, {}, {}
                 for side in order:
                     if side == "h":
                         n, s = headless(engine, runner_factory(engine), prompt)
                     else:
                         n, s = await with_ui(app, prompt, ui)
-                    rate[side], count[side] = n / s, n
+                    rate[side], count[side], wall[side] = n / s, n, s
                 ratios.append(rate["u"] / rate["h"])
+                pairs.append((count["h"], wall["h"], count["u"], wall["u"]))
                 print(f"  {name} round {r} {prompt[:28]!r}: headless {rate['h']:.1f} tok/s ({count['h']} tok), "
                       f"UI {rate['u']:.1f} tok/s ({count['u']} tok)", flush=True)
+    low, high = bootstrap(pairs)
     print(f"{name}: UI-attached ÷ headless tokens/s: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)}); UI thread busy "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)}); totals {total_ratio(pairs):.3f} "
+          f"(95 % {low:.3f}–{high:.3f}); UI thread busy "
           f"{statistics.median(ui.busy):.1%} of the wall time (median); UI CPU "
           f"{statistics.median(ui.cpu_per_k):.3f} s per 1,000 live tokens (median)", flush=True)
     return ratios
