@@ -83,3 +83,23 @@ def test_reconcile_matches_and_detects_disagreement():
     _, _, problems = reconcile(stats, per_step, before, after,
                                SimpleNamespace(per_step_drafted=[4], per_step_accepted=[3]))
     assert any("per-step" in p for p in problems)
+
+
+def test_reconcile_adds_back_vllms_draftless_padding():
+    # vLLM padded a one-token prefill to 1 + 4 rows of -1 and counted them as 4 drafted, 0 accepted.
+    stats = SpecStats()
+    stats.add_step(_step([], 0, 1))  # what happened: no drafts, one target token
+    stats.add_step(_step([1, 2, 3, 4], 4, 5))
+    per_step = [(4, 0), (4, 4)]
+    before = spec_counters(_metrics(0, 0, 0, [0, 0, 0, 0]))
+    after = spec_counters(_metrics(2, 8, 4, [1, 1, 1, 1]))
+    detailed = SimpleNamespace(per_step_drafted=[4, 4], per_step_accepted=[0, 4])
+    ours, _, problems = reconcile(stats, per_step, before, after, detailed, (1, 4))
+    assert problems == [] and ours["drafts"] == 1 and ours["vllm_padding"] == {"steps": 1, "slots": 4}
+    _, _, problems = reconcile(stats, per_step, before, after, detailed)  # without it: a mismatch
+    assert any(p.startswith("drafts:") for p in problems)
+
+
+def test_padding_slots_are_not_drafts():
+    record = StepRecord("r", (), (7,), 0, padding=4)
+    assert assign_verdicts([7], record) == (["target"], 0, 0) and record.accepted == 0

@@ -213,3 +213,35 @@ def test_a_prompt_that_resends_the_previous_one_finds_its_prefix_in_vllms_cache(
     spec_engine.reset_prefix_cache()  # what the bench does before every measured request
     again, _, _ = _run(spec_engine, first)
     assert again.cached_tokens == 0 and again.text == cold.text
+
+
+def test_a_one_token_prefill_after_a_prefix_cache_hit_reconciles_with_vllms_padding(spec_engine):
+    """A prompt whose every block but its last token is in vLLM's prefix cache prefills one token,
+    and vLLM pads that first step to 1 + k rows of ``-1`` "drafts", which its counters count as
+    drafted and rejected (found on the agent workload: "drafts: ours 10 vs vllm 11"). Nothing was
+    drafted: specterm's first step has no drafts and a target token, and the counts reconcile once
+    vLLM's padding is added back."""
+    from specterm.engine.vllm_engine import CPU_BLOCK_SIZE
+    from specterm.events import RequestStarted
+
+    prompt = None
+    for extra in range(3 * CPU_BLOCK_SIZE):  # grow a prompt until its length is one past a block
+        candidate = PROMPTS[5] + " x" * extra
+        events = []
+        spec_engine.generate(candidate, GenerationParams(max_tokens=1), events.append)
+        n = next(e.prompt_tokens for e in events if isinstance(e, RequestStarted))
+        if n % CPU_BLOCK_SIZE == 1 and n > CPU_BLOCK_SIZE:
+            prompt = candidate
+            break
+    assert prompt is not None
+    spec_engine.reset_prefix_cache()
+    cold, cold_steps, _ = _run(spec_engine, prompt)
+    warm, warm_steps, events = _run(spec_engine, prompt)  # all but the last prompt token cached
+    assert warm.cached_tokens and warm.cached_tokens % CPU_BLOCK_SIZE == 0
+    assert _ids(warm_steps) == _ids(cold_steps) and warm.text == cold.text
+    first = warm_steps[0]
+    assert first.drafted == [] and [t.verdict for t in first.tokens] == ["target"]
+    counters = [e for e in events if isinstance(e, EngineCounters)][0]
+    assert counters.matched, counters.detail
+    assert counters.ours["vllm_padding"] == {"steps": 1, "slots": 4}
+    assert tuple(counters.vllm["per_step"][0]) == (4, 0)

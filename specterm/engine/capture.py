@@ -5,7 +5,9 @@ vLLM does not expose per-token verdicts. Its scheduler, though, sees both halves
 
 * ``scheduler_output.scheduled_spec_decode_tokens[req_id]`` — the draft ids d1..dk the target
   verified in this step (padded with ``-1`` where the grammar invalidated a draft; vLLM excludes
-  those from its draft count: ``num_invalid_spec_tokens``);
+  those from its draft count: ``num_invalid_spec_tokens``; and all ``-1`` on the first step of a
+  request whose prefill is one token, which vLLM pads to ``1 + k`` rows and does count as drafts:
+  ``StepRecord.padding``);
 * ``model_runner_output.sampled_token_ids[req_index]`` — what the target emitted: the accepted
   prefix d1..da plus one token of its own (``a = len(sampled) - 1``).
 
@@ -82,10 +84,12 @@ class CapturingScheduler(Scheduler):
                 i = index.get(req_id)
                 if i is None or not sampled[i]:
                     continue  # a partial prefill chunk: nothing emitted
-                drafted = tuple(t for t in spec.get(req_id, ()) if t >= 0)
+                slots = spec.get(req_id, ())
+                drafted = tuple(t for t in slots if t >= 0)
+                bad = invalid.get(req_id, 0)
                 self.records.append(
-                    StepRecord(req_id, drafted, tuple(sampled[i]), invalid.get(req_id, 0),
-                               self._allowed.get(req_id))
+                    StepRecord(req_id, drafted, tuple(sampled[i]), bad, self._allowed.get(req_id),
+                               padding=len(slots) - len(drafted) - bad)  # -1s the grammar did not cause
                 )
         return super().update_from_output(scheduler_output, model_runner_output)
 

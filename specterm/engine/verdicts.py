@@ -31,6 +31,12 @@ class StepRecord:
     allowed: tuple[int, ...] | None = None
     """For a structured-output request: how many tokens the grammar allowed at each sampled
     position (row i of this step's grammar bitmask); ``None`` when no grammar applied."""
+    padding: int = 0
+    """``-1`` slots vLLM scheduled with no draft behind them and no grammar to blame: a new request
+    whose prefill is a single token (a prefix-cache hit) is padded to ``1 + k`` rows to keep the
+    batch uniform (vLLM ``Scheduler.schedule``: "Pad new decode requests to uniform spec decoding
+    size"). Nothing was drafted, so specterm counts no drafts; vLLM's spec-decode counters count
+    them as drafted and rejected, and ``reconcile`` adds them back before comparing."""
 
     def forced(self, position: int) -> bool:
         """The grammar allowed exactly one token at ``position`` of this step's sampled ids."""
@@ -72,7 +78,10 @@ class StepAssembler:
         self.request_id = request_id
         self.stats = SpecStats()
         self.per_step: list[tuple[int, int]] = []
-        """(draft tokens, accepted) of each step with drafts: vLLM's detailed per-step lists."""
+        """(draft tokens, accepted) of each step with drafts or padding, as vLLM's detailed per-step
+        lists count them (``StepRecord.padding`` included)."""
+        self.padding = [0, 0]
+        """Steps and slots of vLLM's draft-less padding (``StepRecord.padding``), for ``reconcile``."""
         self._hf = hf_tokenizer
         self._backend = hf_tokenizer.backend_tokenizer
         # Primed with the prompt's tail so the first piece decodes in context (leading spaces).
@@ -108,8 +117,12 @@ class StepAssembler:
         )
         self._index += 1
         self.stats.add_step(step)
-        if k:
-            self.per_step.append((len(drafted), a))
+        pad = record.padding if record else 0
+        if k or pad:
+            self.per_step.append((len(drafted) + pad, a))
+        if pad:
+            self.padding[0] += not k
+            self.padding[1] += pad
         self._sink(step)
         return step
 
@@ -138,14 +151,19 @@ def _trim(values: list[int]) -> list[int]:
 
 
 def reconcile(stats: SpecStats, per_step: list[tuple[int, int]], before: dict[str, Any],
-              after: dict[str, Any], detailed: Any) -> tuple[dict, dict, list[str]]:
-    """Compare our counts for one request with vLLM's counter deltas and per-request metrics."""
-    ours = {"drafts": stats.drafts, "draft_tokens": stats.draft_tokens, "accepted": stats.accepted,
-            "accepted_per_pos": _trim(stats.accepted_per_pos)}
+              after: dict[str, Any], detailed: Any, padding: Sequence[int] = (0, 0)) -> tuple[dict, dict, list[str]]:
+    """Compare our counts for one request with vLLM's counter deltas and per-request metrics.
+    ``padding`` = (steps, slots) of draft-less padding (``StepRecord.padding``): vLLM counts them as
+    drafts, we do not, so they are added to ours for the comparison and reported in ``ours``."""
+    ours: dict[str, Any] = {"drafts": stats.drafts, "draft_tokens": stats.draft_tokens, "accepted": stats.accepted,
+                            "accepted_per_pos": _trim(stats.accepted_per_pos)}
+    expected = dict(ours, drafts=ours["drafts"] + padding[0], draft_tokens=ours["draft_tokens"] + padding[1])
+    if padding[1]:
+        ours["vllm_padding"] = {"steps": padding[0], "slots": padding[1]}
     pos_before = before["accepted_per_pos"] + [0] * len(after["accepted_per_pos"])
     theirs: dict[str, Any] = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
     theirs["accepted_per_pos"] = _trim([v - pos_before[i] for i, v in enumerate(after["accepted_per_pos"])])
-    problems = [f"{key}: ours {ours[key]} vs vllm {theirs[key]}" for key in ours if ours[key] != theirs[key]]
+    problems = [f"{key}: ours {expected[key]} vs vllm {theirs[key]}" for key in expected if expected[key] != theirs[key]]
     if detailed is not None:
         steps = list(zip(detailed.per_step_drafted, detailed.per_step_accepted))
         theirs["per_step"] = steps

@@ -354,7 +354,8 @@ class VllmSpecEngine(SpecEngine):
 
     def _reconcile(self, rid, assembler, before, detailed, sink) -> None:
         after = spec_counters(self._engine.get_metrics())
-        ours, theirs, problems = reconcile(assembler.stats, assembler.per_step, before, after, detailed)
+        ours, theirs, problems = reconcile(assembler.stats, assembler.per_step, before, after, detailed,
+                                          assembler.padding)
         t = self.clock()
         sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problems,
                             detail="; ".join(problems)))
