@@ -23,12 +23,35 @@ def test_heldout_phrasings_never_appear_in_training(agent):
     a = load_agent(agent)
     slots = Slots(ToolBox(a).db() if a.database else None)
     rng = random.Random(0)
-    train = {sample(agent, rng, slots).question for _ in range(3000)}
+    train = {sample(agent, rng, slots, rephrase_rate=r).question for r in (0.0, 1.0) for _ in range(3000)}
     held = {sample(agent, rng, slots, heldout=True).question for _ in range(300)}
     assert not train & held
     shipped = {line.split(" = ", 1)[1].strip('"') for line in (a.path / "examples.toml").read_text().splitlines()
                if line.startswith("question = ")}
     assert len(shipped) > 100 and not shipped & held
+
+
+def test_rewording_keeps_every_entity_slot_and_its_unit():
+    """``wording.rephrase`` changes words around the slots, never the slots: the reworded template
+    names the same slots and formats with the same values, and a number keeps the word after it."""
+    import re
+    import string
+
+    from specterm.models.intents import OPS_INTENTS, SQL_INTENTS
+    from specterm.models.intents import rephrase
+
+    rng = random.Random(0)
+    slots = lambda t: sorted(f for _, f, _, _ in string.Formatter().parse(t) if f)  # noqa: E731
+    changed = 0
+    for it in SQL_INTENTS + OPS_INTENTS:
+        for template in it.train:
+            for _ in range(20):
+                out = rephrase(rng, template)
+                changed += out != template
+                assert slots(out) == slots(template), (template, out)
+                for unit in re.findall(r"\{\w+\}%? (rps|days|minutes)", template):
+                    assert re.search(r"\{\w+\}%? (" + unit + r"|requests per second|req/s|min)\b", out), (template, out)
+    assert changed > 1000
 
 
 @pytest.mark.parametrize("agent", ["sql_analyst", "ops_assistant"])
