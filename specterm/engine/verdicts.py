@@ -36,7 +36,8 @@ class StepRecord:
     whose prefill is a single token (a prefix-cache hit) is padded to ``1 + k`` rows to keep the
     batch uniform (vLLM ``Scheduler.schedule``: "Pad new decode requests to uniform spec decoding
     size"). Nothing was drafted, so specterm counts no drafts; vLLM's spec-decode counters count
-    them as drafted and rejected, and ``reconcile`` adds them back before comparing."""
+    them as drafted and rejected, and ``reconcile`` adds them back before comparing (vLLM PR #50518,
+    open, would exclude them upstream; the comparison would then fail loudly and this must go)."""
 
     def forced(self, position: int) -> bool:
         """The grammar allowed exactly one token at ``position`` of this step's sampled ids."""
