@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fake_nvml import FakeGpu, FakeNvml
 
-from specterm.events import dump_event
+from specterm.events import RequestStarted, dump_event
 from specterm.session.reader import read_session
 from specterm.session.synthetic import synthetic_session
 from specterm.stats import fmt_opt, summarize
@@ -143,6 +143,56 @@ def test_copy_last_answer_and_export_svg(tmp_path):
     assert copied == ["Order #42 ships on Friday."]
     svgs = list(tmp_path.glob("*.svg"))
     assert len(svgs) == 1 and "Order" in svgs[0].read_text()
+
+
+def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
+    """While blocks are mounted and grow and the panels change, no transcript, block or panel asks
+    for a layout from inside the layout that sized it (``ui/widgets/no_echo.py``). With Textual's
+    default every such size update did, and every other reflow of the screen moved nothing."""
+    import traceback
+
+    from textual._compositor import Compositor
+    from textual.widget import Widget
+
+    from specterm.ui.testing import step, tok
+    from specterm.ui.widgets.panel import Panel
+    from specterm.ui.widgets.transcript_block import TranscriptBlock
+
+    echoes: list[str] = []
+    reflows = [0]
+    refresh, reflow = Widget.refresh, Compositor.reflow
+
+    def counting_refresh(self, *args, layout=False, **kw):
+        if layout and isinstance(self, (Transcript, TranscriptBlock, Panel)):
+            names = [f.name for f in traceback.extract_stack(limit=8)]
+            # the size update setting ``virtual_size`` (a layout reactive); a scrollbar appearing
+            # (``_scroll_update``) does change the layout and may ask
+            if any(a == "_size_updated" and b == "__set__" for a, b in zip(names, names[1:])):
+                echoes.append(type(self).__name__)
+        return refresh(self, *args, layout=layout, **kw)
+
+    def counting_reflow(self, parent, size):
+        reflows[0] += 1
+        return reflow(self, parent, size)
+
+    async def main():
+        app = live_app()
+        async with app.run_test(size=(100, 30)) as pilot:
+            events = demo_events()
+            await pilot.pause()
+            monkeypatch.setattr(Widget, "refresh", counting_refresh)
+            monkeypatch.setattr(Compositor, "reflow", counting_reflow)
+            for i in range(0, len(events), 3):  # a few events per frame, as a live stream comes
+                app.apply_events(events[i : i + 3])
+                await pilot.pause()
+            app.apply_events([RequestStarted(t=1.0, request_id="r9", prompt_tokens=9)])
+            words = [tok(f" word{i}") for i in range(80)]  # a request that grows by rows
+            for i in range(0, 80, 8):
+                app.apply_events([step("r9", i // 8, 1.0 + i, words[i : i + 7], words[i + 7])])
+                await pilot.pause()
+
+    run(main())
+    assert reflows[0] >= 5 and echoes == []
 
 
 def test_toggles_change_transcript_legend_and_panels():

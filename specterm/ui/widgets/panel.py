@@ -19,6 +19,7 @@ from textual import events
 from textual.timer import Timer
 from textual.widget import Widget
 
+from specterm.ui.widgets.no_echo import NoEchoLayout
 from specterm.ui.widgets.styles import COMPONENT_CLASSES, style_map
 
 MIN_INTERVAL_S = 0.25
@@ -26,7 +27,7 @@ MIN_INTERVAL_S = 0.25
 redraw is CPU taken from the engine on a small machine."""
 
 
-class Panel(Widget):
+class Panel(NoEchoLayout, Widget):
     COMPONENT_CLASSES = COMPONENT_CLASSES
 
     def __init__(self, title: str, *, id: str | None = None) -> None:

@@ -14,13 +14,14 @@ from textual.widgets import Static
 
 from specterm.ui.entries import ViewOptions
 from specterm.ui.transcript_model import TranscriptModel
+from specterm.ui.widgets.no_echo import NoEchoLayout
 from specterm.ui.widgets.styles import COMPONENT_CLASSES, style_map
 from specterm.ui.widgets.transcript_block import TranscriptBlock
 
 MAX_BLOCKS = 300
 
 
-class Transcript(VerticalScroll, can_focus=True):
+class Transcript(NoEchoLayout, VerticalScroll, can_focus=True):
     COMPONENT_CLASSES = COMPONENT_CLASSES
 
     def __init__(self, *, id: str | None = None, hint: str = "") -> None:

@@ -26,6 +26,7 @@ from textual.visual import Visual
 from textual.widget import Widget
 
 from specterm.ui.entries import Entry, ViewOptions
+from specterm.ui.widgets.no_echo import NoEchoLayout
 
 
 class StyleSource(Protocol):
@@ -36,7 +37,7 @@ class StyleSource(Protocol):
     options: ViewOptions
 
 
-class TranscriptBlock(Widget):
+class TranscriptBlock(NoEchoLayout, Widget):
     DEFAULT_CSS = """
     TranscriptBlock { height: auto; }
     """
@@ -119,6 +120,8 @@ class TranscriptBlock(Widget):
     def entry_changed(self) -> None:
         """The entry changed (tokens, a line, the footer): repaint the rows that changed, and lay
         the transcript out again only when the block's height changed."""
+        if not self.is_mounted:
+            return  # mounting applies its CSS, which lays it out: asking now meant a second reflow
         width = self.size.width
         if not width or self._key is None:  # not laid out yet: the first layout wraps everything
             self.refresh(layout=True)
