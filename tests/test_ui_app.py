@@ -158,6 +158,9 @@ def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
     from specterm.ui.widgets.panel import Panel
     from specterm.ui.widgets.transcript_block import TranscriptBlock
 
+    # the hook NoEchoLayout overrides: renamed by a Textual upgrade, the fix (and this count) would
+    # silently stop applying
+    assert "_size_updated" in vars(Widget)
     echoes: list[str] = []
     reflows = [0]
     refresh, reflow = Widget.refresh, Compositor.reflow
