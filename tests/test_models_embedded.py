@@ -45,6 +45,34 @@ def test_corpus_calls_are_compact_json_and_multistep():
 
 
 @pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
+def test_corpus_in_a_models_own_chat_format(tmp_path):
+    """``generate(render=...)`` writes the same transcripts in a model's chat template (a ChatML
+    template here) with its call key; the trained spans are each call and the end of turn after it."""
+    from transformers import AutoTokenizer
+
+    from specterm.agent.prompt import build_chat, call_key_for
+    from specterm.engine.chat import PromptRenderer
+    from specterm.models.corpus import Render, generate
+
+    template = tmp_path / "chatml.jinja"
+    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    renderer = PromptRenderer(AutoTokenizer.from_pretrained(ROOT / "target"), template_file=str(template))
+    key = call_key_for(renderer.template)
+    render = Render(text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
+                    key=key, end="<|im_end|>")
+    ts = generate(seed=1, n_sql=12, n_ops=6, render=render)
+    assert key == "name" and max(len(t.calls) for t in ts) >= 2
+    for t in ts:
+        assert t.text.startswith("<|im_start|>system\n")
+        for s, e in t.calls:
+            span = t.text[s:e]
+            assert span.endswith("<|im_end|>") and t.text[:s].endswith("<|im_start|>assistant\n")
+            call = json.loads(span[: -len("<|im_end|>")])
+            assert "tool" not in call and ("answer" in call or set(call) == {"name", "arguments"})
+
+
+@pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
 def test_embedded_pair_is_the_default_and_small():
     from specterm.models.defaults import default_model_paths
 

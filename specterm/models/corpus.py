@@ -17,7 +17,9 @@ hold). Training questions are reworded (``intents.rephrase``) and misspelt (``ad
 so a memorised sentence is a worse guide than the example and the entity.
 
 Each transcript is the text of ``render_prompt`` after the final answer (without the trailing
-``<|call|>`` line) plus the character spans of the calls, which are the only trained positions.
+``<|call|>`` line) plus the character spans of the calls, which are the only trained positions; with
+``render``, the same conversation in a pretrained model's own chat template
+(``scripts/finetune_pretrained.py``).
 Deterministic for a seed.
 """
 
@@ -28,6 +30,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -134,10 +137,11 @@ def write_examples(path: Path, examples: list[WorkedExample], header: str) -> No
 
 def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: float = 0.25,
              rephrase_rate: float = 0.4, substitute_rate: float = 0.35, example_k: int = 2,
-             heldout: bool = False) -> list[Transcript]:
+             heldout: bool = False, render: Render | None = None) -> list[Transcript]:
     """The training transcripts (deterministic for ``seed``), each with its ``example_k`` nearest
     worked examples (the agent's ``examples.toml``) in the context; with ``heldout``, transcripts of
-    the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation."""
+    the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation.
+    ``render`` writes them in a model's own chat format instead of the agent format (``Render``)."""
     if heldout:
         typo_rate = rephrase_rate = substitute_rate = 0.0
     from specterm.agent.vectors import embedder
@@ -178,22 +182,42 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
                 for i in np.argsort(-scores, kind="stable")[: agent.retrieval.top_k]:
                     doc, text = store.passages[i]
                     passages.append(Passage(doc=doc, score=round(float(scores[i]), 4), text=text))
-            out.append(_transcript(agent, case, steps, answer, passages))
+            out.append(_transcript(agent, case, steps, answer, passages, render))
     return out
 
 
-def _transcript(agent, case: Case, steps, answer: str, passages: list[Passage]) -> Transcript:
+@dataclass(frozen=True)
+class Render:
+    """A model's chat format for the corpus: ``text(agent, history, passages)`` is the whole
+    conversation as that model reads it (``history`` as ``prompt.render_prompt`` takes it), and
+    ``key`` the call key the loop uses with it (``prompt.call_key_for``). ``end`` (the template's
+    end of turn, e.g. the EOS token) is trained with each call where it follows one, as the model
+    must write it to stop."""
+
+    text: Callable[[Any, list[tuple[str, str]], list[Passage]], str]
+    key: str = "name"
+    end: str = ""
+
+
+def _transcript(agent, case: Case, steps, answer: str, passages: list[Passage],
+                render: Render | None = None) -> Transcript:
+    key = "tool" if render is None else render.key
     history = [("user", case.question)]
     for tool, args, res in steps:
-        history += [("call", compact({"tool": tool, "arguments": args})), ("result", res)]
+        history += [("call", compact({key: tool, "arguments": args})), ("result", res)]
     history.append(("call", compact({"answer": answer[: agent.answer_chars]})))
-    text = render_prompt(agent, history, passages)
-    text = text[: -len("<|call|>\n")]
+    if render is not None:
+        text, mark, after = render.text(agent, history, passages), "", ""
+    else:
+        text, mark, after = render_prompt(agent, history, passages)[: -len("<|call|>\n")], "<|call|>\n", "\n"
     spans, pos = [], 0
     for role, t in history:
         if role == "call":
-            start = text.index("<|call|>\n" + t + "\n", pos) + len("<|call|>\n")
-            spans.append((start, start + len(t)))
+            start = text.index(mark + t + after, pos) + len(mark)
+            stop = start + len(t)
+            if render is not None and render.end and text.startswith(render.end, stop):
+                stop += len(render.end)
+            spans.append((start, stop))
             pos = start
     return Transcript(agent.name, text, spans, case.intent)
 

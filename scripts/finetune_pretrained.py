@@ -1,0 +1,108 @@
+"""Fine-tune a pretrained instruct model on the embedded pair's agent corpus (an experiment for issue 15).
+
+The from-scratch embedded pair (4.5 M / 0.9 M parameters) picks the right call shape from its
+retrieved examples but cannot *copy*: it writes 9000 for 900 and a name from the example instead of
+the question. A pretrained model copies already; what it lacks is the agents' format and tools.
+This trains one on the same oracle transcripts as ``specterm models train`` (``models.corpus``),
+written in the model's own chat template with the call key the loop uses for it, loss on the calls
+(and the end-of-turn token after each) only, the top ``--train-layers`` layers trainable (the
+forward pass costs the same; the backward stops there). Measure the result with
+``scripts/agent_eval.py --heldout 40 --target OUT --no-spec``.
+
+    .venv/bin/python scripts/finetune_pretrained.py --out /tmp/smol-ft --steps 115
+    (base: ~/.cache/specterm/models/smollm2-135m-instruct from `specterm models fetch smollm2`)
+
+Batches: the transcripts shuffled with ``--seed``, grouped by length (fewer pad tokens), groups of
+``--batch`` taken in a shuffled order; constant learning rate, AdamW without weight decay.
+``--init DIR --skip N`` continues a saved run at its step ``N`` (a fresh optimizer state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from specterm.agent.prompt import build_chat, call_key_for  # noqa: E402
+from specterm.engine.chat import PromptRenderer  # noqa: E402
+from specterm.models.corpus import Render, generate  # noqa: E402
+from specterm.models.train import _batch, encode  # noqa: E402
+from specterm.paths import model_cache_dir  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", type=Path, default=model_cache_dir("smollm2-135m-instruct"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--init", type=Path, help="start from these weights (default: --base)")
+    ap.add_argument("--skip", type=int, default=0, help="first step (continuing a run)")
+    ap.add_argument("--steps", type=int, default=115, help="last step")
+    ap.add_argument("--n-sql", type=int, default=700)
+    ap.add_argument("--n-ops", type=int, default=500)
+    ap.add_argument("--corpus-seed", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=0, help="batch order and torch")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--train-layers", type=int, default=10)
+    args = ap.parse_args()
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(args.base)
+    renderer = PromptRenderer(tok, model=str(args.base))
+    if not renderer.can_chat:
+        sys.exit(f"error: {args.base} has no chat template")
+    key = call_key_for(renderer.template)
+    render = Render(text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
+                    key=key, end=tok.eos_token or "")
+    t0 = time.perf_counter()
+    transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render)
+    data = encode(tok, transcripts)
+    print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
+          f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(2)
+    model = AutoModelForCausalLM.from_pretrained(args.init or args.base, dtype=torch.float32)
+    for p in model.parameters():
+        p.requires_grad = False
+    for module in [*model.model.layers[-args.train_layers:], model.model.norm]:
+        for p in module.parameters():
+            p.requires_grad = True
+    params = [p for p in model.parameters() if p.requires_grad]
+    print(f"trainable: {sum(p.numel() for p in params) / 1e6:.1f}M of "
+          f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters", flush=True)
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+
+    rng = random.Random(args.seed)
+    order = list(range(len(data)))
+    rng.shuffle(order)
+    order.sort(key=lambda i: len(data[i][0]) // 64 + rng.random())
+    batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
+    rng.shuffle(batches)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    model.train()
+    ema, t0 = None, time.perf_counter()
+    for step in range(args.skip, args.steps):
+        x, y, m = _batch(data, batches[step % len(batches)], pad)
+        loss = model(input_ids=x, attention_mask=m, labels=y).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad()
+        ema = float(loss.detach()) if ema is None else 0.9 * ema + 0.1 * float(loss.detach())
+        if (step + 1) % 10 == 0 or step + 1 == args.steps:
+            print(f"step {step + 1}/{args.steps} (epoch {(step + 1) / len(batches):.2f}) loss {ema:.4f} "
+                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+    model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
+    tok.save_pretrained(args.out)
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()
