@@ -27,7 +27,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specterm.agent.prompt import build_chat, call_key_for  # noqa: E402
 from specterm.engine.chat import PromptRenderer  # noqa: E402
 from specterm.models.corpus import Render, generate  # noqa: E402
 from specterm.models.train import _batch, encode  # noqa: E402
@@ -57,11 +56,8 @@ def main() -> None:
     renderer = PromptRenderer(tok, model=str(args.base))
     if not renderer.can_chat:
         sys.exit(f"error: {args.base} has no chat template")
-    key = call_key_for(renderer.template)
-    render = Render(text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
-                    key=key, end=tok.eos_token or "")
     t0 = time.perf_counter()
-    transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render)
+    transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer))
     data = encode(tok, transcripts)
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
           f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)

@@ -32,13 +32,12 @@ def test_heldout_phrasings_never_appear_in_training(agent):
 
 
 def test_rewording_keeps_every_entity_slot_and_its_unit():
-    """``wording.rephrase`` changes words around the slots, never the slots: the reworded template
+    """``intents.rephrase`` changes words around the slots, never the slots: the reworded template
     names the same slots and formats with the same values, and a number keeps the word after it."""
     import re
     import string
 
-    from specterm.models.intents import OPS_INTENTS, SQL_INTENTS
-    from specterm.models.intents import rephrase
+    from specterm.models.intents import OPS_INTENTS, SQL_INTENTS, rephrase
 
     rng = random.Random(0)
     slots = lambda t: sorted(f for _, f, _, _ in string.Formatter().parse(t) if f)  # noqa: E731

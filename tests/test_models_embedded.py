@@ -50,7 +50,6 @@ def test_corpus_in_a_models_own_chat_format(tmp_path):
     template here) with its call key; the trained spans are each call and the end of turn after it."""
     from transformers import AutoTokenizer
 
-    from specterm.agent.prompt import build_chat, call_key_for
     from specterm.engine.chat import PromptRenderer
     from specterm.models.corpus import Render, generate
 
@@ -58,11 +57,9 @@ def test_corpus_in_a_models_own_chat_format(tmp_path):
     template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     renderer = PromptRenderer(AutoTokenizer.from_pretrained(ROOT / "target"), template_file=str(template))
-    key = call_key_for(renderer.template)
-    render = Render(text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
-                    key=key, end="<|im_end|>")
+    render = Render.chat(renderer, end="<|im_end|>")  # this tokenizer's EOS is not the template's
     ts = generate(seed=1, n_sql=12, n_ops=6, render=render)
-    assert key == "name" and max(len(t.calls) for t in ts) >= 2
+    assert render.key == "name" and max(len(t.calls) for t in ts) >= 2
     for t in ts:
         assert t.text.startswith("<|im_start|>system\n")
         for s, e in t.calls:

@@ -30,16 +30,19 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from specterm.agent.definition import load_agent
 from specterm.agent.examples import EXAMPLE_DOC, ExampleCall, WorkedExample, example_text
-from specterm.agent.prompt import render_prompt
+from specterm.agent.prompt import build_chat, call_key_for, render_prompt
 from specterm.agent.tools import ToolBox
 from specterm.events import Passage
 from specterm.models.intents import Case, Slots, add_typo, intents_for, sample
+
+if TYPE_CHECKING:
+    from specterm.engine.chat import PromptRenderer
 
 
 @dataclass
@@ -197,6 +200,14 @@ class Render:
     text: Callable[[Any, list[tuple[str, str]], list[Passage]], str]
     key: str = "name"
     end: str = ""
+
+    @classmethod
+    def chat(cls, renderer: PromptRenderer, end: str | None = None) -> Render:
+        """The format ``renderer`` (the model's chat template) writes, with the loop's call key for
+        it and, unless given, the tokenizer's EOS as the end of turn."""
+        key = call_key_for(renderer.template)
+        return cls(text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
+                   key=key, end=(renderer.tokenizer.eos_token or "") if end is None else end)
 
 
 def _transcript(agent, case: Case, steps, answer: str, passages: list[Passage],
