@@ -37,6 +37,11 @@ async def until(pilot, condition, tries: int = 500) -> None:
     raise AssertionError("condition never became true")
 
 
+def rows_text(transcript: Transcript) -> str:
+    """What the transcript shows now, row by row."""
+    return "\n".join(transcript.render_line(y).text for y in range(transcript.size.height))
+
+
 def live_app(engine=None, **kw):
     return make_app(engine=engine or FakeEngine(), gpu=False, theme_dirs=(), deterministic=True, **kw)
 
@@ -146,9 +151,11 @@ def test_copy_last_answer_and_export_svg(tmp_path):
 
 
 def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
-    """While blocks are mounted and grow and the panels change, no transcript, block or panel asks
-    for a layout from inside the layout that sized it (``ui/widgets/no_echo.py``). With Textual's
-    default every such size update did, and every other reflow of the screen moved nothing."""
+    """While entries are added and grow and the panels change, neither the transcript nor a panel
+    asks for a layout from inside the layout that sized it (``ui/widgets/no_echo.py``, and Textual's
+    ``ScrollView`` for the transcript). With Textual's default every such size update did, and every
+    other reflow of the screen moved nothing. And the transcript stays one widget however many
+    entries it draws: a widget per entry made every new entry a reflow of all of them."""
     import traceback
 
     from textual._compositor import Compositor
@@ -156,7 +163,6 @@ def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
 
     from specterm.ui.testing import step, tok
     from specterm.ui.widgets.panel import Panel
-    from specterm.ui.widgets.transcript_block import TranscriptBlock
 
     # the hook NoEchoLayout overrides: renamed by a Textual upgrade, the fix (and this count) would
     # silently stop applying
@@ -166,7 +172,7 @@ def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
     refresh, reflow = Widget.refresh, Compositor.reflow
 
     def counting_refresh(self, *args, layout=False, **kw):
-        if layout and isinstance(self, (Transcript, TranscriptBlock, Panel)):
+        if layout and isinstance(self, (Transcript, Panel)):
             names = [f.name for f in traceback.extract_stack(limit=8)]
             # the size update setting ``virtual_size`` (a layout reactive); a scrollbar appearing
             # (``_scroll_update``) does change the layout and may ask
@@ -193,9 +199,12 @@ def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
             for i in range(0, 80, 8):
                 app.apply_events([step("r9", i // 8, 1.0 + i, words[i : i + 7], words[i + 7])])
                 await pilot.pause()
+            transcript = app.query_one(Transcript)
+            return len(transcript.model.entries), len(transcript.children)
 
-    run(main())
+    entries, children = run(main())
     assert reflows[0] >= 5 and echoes == []
+    assert entries > 5 and children == 0
 
 
 def test_toggles_change_transcript_legend_and_panels():
@@ -387,16 +396,53 @@ def test_engine_config_uses_load_engine_lazily_and_reports_failure(monkeypatch):
     assert calls == [config]
 
 
+def test_transcript_rows_rewrap_on_resize_and_selection_copies_their_text():
+    """The transcript draws every entry's rows itself: a narrower terminal re-wraps them (no row
+    wider than the view, no text lost), and selecting copies the entries' text without the coloured
+    edge the transcript draws before each entry."""
+    from textual.selection import Selection
+
+    def words(text: str) -> list[str]:
+        return text.split()
+
+    async def main():
+        app = live_app()
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.apply_events(demo_events(), force=True)
+            await pilot.pause()
+            transcript = app.query_one(Transcript)
+            transcript.scroll_home(animate=False)
+            await pilot.pause()
+            wide = transcript.get_selection(Selection(None, None))[0]
+            await pilot.resize_terminal(60, 40)
+            await pilot.pause()
+            await pilot.pause()
+            width = transcript.scrollable_content_region.width
+            rows = [transcript.render_line(y) for y in range(transcript.size.height)]
+            narrow = transcript.get_selection(Selection(None, None))[0]
+            shown = rows_text(transcript)
+            return wide, narrow, width, rows, shown
+
+    wide, narrow, width, rows, shown = run(main())
+    assert "Where is order #42? [bold]not markup[/bold]" in wide and "▌" not in wide
+    assert len(narrow.splitlines()) > len(wide.splitlines())  # re-wrapped into more rows
+    assert words(narrow) == words(wide)  # the same text, only wrapped differently
+    assert all(row.cell_length == width for row in rows)
+    assert shown.startswith("▌ you")
+
+
 def test_hint_shown_until_first_event():
     async def main():
         app = live_app()
         async with app.run_test() as pilot:
-            before = len(app.query("#transcript-hint"))
+            transcript = app.query_one(Transcript)
+            before = rows_text(transcript)
             app.apply_events(demo_events()[:1], force=True)
             await pilot.pause()
-            return before, len(app.query("#transcript-hint"))
+            return transcript.hint, before, rows_text(transcript)
 
-    assert run(main()) == (1, 0)
+    hint, before, after = run(main())
+    assert hint == "" and "Type a prompt" in before and "Type a prompt" not in after
 
 
 def test_plain_chat_keeps_the_conversation_and_a_too_long_prompt_is_an_error_entry():

@@ -195,7 +195,7 @@ class Entry:
         return out
 
     def render(self, styles: dict[str, Style], opts: ViewOptions) -> Text:
-        """The whole block as one ``Text`` (tests, text selection, export); the widget draws ``lines``."""
+        """The whole block as one ``Text`` (tests); the transcript draws ``lines``."""
         out = Text("\n", no_wrap=False, overflow="fold").join(self.lines(styles, opts))
         out.no_wrap, out.overflow = False, "fold"
         return out
