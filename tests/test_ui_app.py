@@ -431,6 +431,20 @@ def test_transcript_rows_rewrap_on_resize_and_selection_copies_their_text():
     assert shown.startswith("▌ you")
 
 
+def test_a_terminal_of_40_columns_opens_the_console():
+    """Under ~43 columns the first frame (laid out before the narrow breakpoint applies) left the
+    prompt no columns, and Textual's TextArea crashed wrapping its placeholder in zero."""
+
+    async def main():
+        app = live_app()
+        async with app.run_test(size=(40, 24)) as pilot:
+            await pilot.pause()
+            return app.screen.has_class("-narrow"), app.query_one(PromptInput).region.width
+
+    narrow, width = run(main())
+    assert narrow and width == 40
+
+
 def test_hint_shown_until_first_event():
     async def main():
         app = live_app()
