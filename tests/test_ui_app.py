@@ -431,6 +431,36 @@ def test_transcript_rows_rewrap_on_resize_and_selection_copies_their_text():
     assert shown.startswith("▌ you")
 
 
+def test_the_transcript_keeps_the_last_300_entries_and_the_readers_place():
+    """A flood of entries keeps the newest ``MAX_ENTRIES`` (the model holds exactly what is shown),
+    and when old entries go while the reader has scrolled up, the rows they read stay in view."""
+    from specterm.events import UserMessage
+    from specterm.ui.widgets.transcript import MAX_ENTRIES
+
+    def asks(first: int, count: int) -> list[UserMessage]:
+        return [UserMessage(t=float(i), request_id=f"u{i}", text=f"question {i}") for i in range(first, first + count)]
+
+    async def main():
+        app = live_app()
+        async with app.run_test(size=(100, 30)) as pilot:
+            transcript = app.query_one(Transcript)
+            app.apply_events(asks(0, MAX_ENTRIES + 50), force=True)
+            await pilot.pause()
+            texts = [e.parts[0].text for e in transcript.model.entries]
+            transcript.scroll_to(y=transcript.max_scroll_y // 2, animate=False)
+            await pilot.pause()
+            top_before = rows_text(transcript).splitlines()[:6]
+            app.apply_events(asks(MAX_ENTRIES + 50, 20), force=True)
+            await pilot.pause()
+            top_after = rows_text(transcript).splitlines()[:6]
+            return texts, len(transcript.model.entries), top_before, top_after
+
+    texts, kept, top_before, top_after = run(main())
+    assert len(texts) == MAX_ENTRIES and texts[0] == "question 50" and texts[-1] == f"question {MAX_ENTRIES + 49}"
+    assert kept == MAX_ENTRIES
+    assert top_after == top_before and any("question" in row for row in top_before)
+
+
 def test_a_terminal_of_40_columns_opens_the_console():
     """Under ~43 columns the first frame (laid out before the narrow breakpoint applies) left the
     prompt no columns, and Textual's TextArea crashed wrapping its placeholder in zero."""

@@ -147,8 +147,8 @@ class Transcript(ScrollView, can_focus=True):
         """Measure new entries and re-measure changed ones (once per batch)."""
         new = self.model.take_pending()
         dirty = self.model.take_dirty()
-        if len(new) > MAX_ENTRIES:
-            # A flood bigger than the whole scrollback: never measure what would be dropped at once.
+        flood = len(new) > MAX_ENTRIES
+        if flood:  # bigger than the whole scrollback: never measure what would be dropped at once
             new = new[-MAX_ENTRIES:]
         if new:
             self.hint = ""
@@ -161,6 +161,8 @@ class Transcript(ScrollView, can_focus=True):
         if excess > 0:
             self._drop(excess)
             changed = [i - excess for i in changed if i >= excess]
+        if excess > 0 or flood:  # the model keeps what is shown (the panels' numbers cover the rest)
+            self.model.entries = [item.entry for item in self._items]
         self._measure(changed)
         if not self.is_anchored:
             self.call_after_refresh(self._maybe_anchor)
@@ -176,9 +178,8 @@ class Transcript(ScrollView, can_focus=True):
         removed_rows = tops[count] if count < len(tops) else 0
         self._tops = [top - removed_rows for top in tops[count:]] if count < len(tops) else [0]
         del self._items[:count]
-        self.model.entries = self.model.entries[count:]
         self._index = {id(item.entry): i for i, item in enumerate(self._items)}
-        if not self.is_anchored and removed_rows:  # keep what the reader looks at in view
+        if removed_rows and self.scroll_y < self.max_scroll_y:  # scrolled up: keep what they read in view
             self.scroll_to(y=max(self.scroll_y - removed_rows, 0), animate=False, immediate=True)
 
     def clear(self) -> None:
