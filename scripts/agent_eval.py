@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="first N cases per agent")
     ap.add_argument("--target", help="target model dir (default: the embedded pair, models/embedded)")
     ap.add_argument("--draft", help="draft model dir")
+    ap.add_argument("--preset", choices=("smollm2-agent",), help="the SmolLM2 agent pair (built on first use)")
     ap.add_argument("--no-spec", action="store_true", help="target-only")
     ap.add_argument("-k", type=int, default=4, help="draft tokens per step (default 4)")
     ap.add_argument("--json", metavar="FILE", help="also write every case's details here")
@@ -173,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     from specterm.agent.tools import ToolBox
     from specterm.engine import EngineConfig, load_engine
 
-    if args.target:
+    if args.preset:
+        from specterm.models.smollm2_agent import ensure_smollm2_agent
+
+        target, draft = (str(p) for p in ensure_smollm2_agent(log=print))
+    elif args.target:
         target, draft = args.target, args.draft or args.target
     else:
         from specterm.models.defaults import ensure_default_models

