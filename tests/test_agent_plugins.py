@@ -263,7 +263,7 @@ A result reads "N words, M characters": the characters include spaces; report th
 """
 
 def small(folder: Path, extra: str = "") -> Path:
-    """The scaffold with tight limits (two generations, short answer) so the tiny pair's run is short;
+    """The scaffold with tight limits (two generations, short answer) so the pair's run is short;
     the prompt the model sees is the scaffold's own."""
     toml = folder / "agent.toml"
     text = toml.read_text().replace("max_steps = 3", "max_steps = 2").replace("max_tokens = 128", "max_tokens = 64")
@@ -278,10 +278,15 @@ def run(agent, engine):
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_pair):
+def engine():
+    """The embedded pair: committed weights, so whether it calls the scaffold's tool is the same on
+    every machine. (The tiny pair is trained where the tests run; on another CPU its float sums
+    differ and on 2026-12-05's machine it answered without calling the tool.)"""
     from specterm.engine import EngineConfig, load_engine
+    from specterm.paths import embedded_pair_dir
 
-    with load_engine(EngineConfig(target=tiny_pair[0], draft=tiny_pair[1], method="draft_model")) as eng:
+    pair = embedded_pair_dir()
+    with load_engine(EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model")) as eng:
         yield eng
 
 
