@@ -80,8 +80,12 @@ def write_delta(base_weights: Path, tuned_weights: Path, out: Path) -> list[str]
 
 def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[Path, Path]:
     """(target, draft) model directories in the cache, built on first use (~1 min after the base)."""
+    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT, vllm_build
+    from specterm.errors import EngineUnavailable
     from specterm.models.fetch import ensure_smollm2
 
+    if vllm_build() is None:  # building it needs torch and gguf, which come with the engine
+        raise EngineUnavailable(f"the {NAME} pair needs the vLLM engine: {ENGINE_EXTRA_HINT}")
     src = shipped_dir()
     if not (src / DELTA).is_file() or not (src / "draft" / "config.json").is_file():
         raise AgentPairError(f"the {NAME} pair is not shipped in {src}")
