@@ -76,6 +76,22 @@ def model_cache_dir(name: str) -> Path:
     return cache_dir() / "models" / name
 
 
+def portable(model: str | None) -> str | None:
+    """A model as a recorded session names it. Sessions travel (shared, committed, replayed on other
+    machines), and an absolute path says nothing there except this machine's user name: a shipped
+    model is named relative to the checkout or the installed data (``models/embedded/target``), one
+    under the home directory as ``~/…`` (``~/.cache/specterm/models/smollm2-agent/target``: the
+    default cache, so the name reads the same for every user); a hub id or any other path is kept."""
+    if not model or not Path(model).is_absolute():
+        return model
+    path = Path(model).resolve()
+    for root in (REPO, INSTALLED_DATA):
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    home = Path.home().resolve()
+    return f"~/{path.relative_to(home).as_posix()}" if path.is_relative_to(home) else model
+
+
 def engine_log_file() -> Path:
     """Where the dashboard's engine process writes its stdout/stderr (vLLM's logging), off the screen."""
     return cache_dir() / "logs" / "engine.log"

@@ -272,3 +272,26 @@ def test_the_file_is_fsynced_at_the_end_of_every_request(tmp_path, monkeypatch):
         assert rec.syncs == i
     rec.close()
     assert synced and set(synced) == {inode} and len(synced) == 3  # two requests + close
+
+
+def test_the_header_names_models_without_this_machines_paths(tmp_path, monkeypatch):
+    """A recorded session travels: shipped models are named relative to the checkout, built ones
+    relative to the home directory; a hub id and a path elsewhere are kept as given."""
+    from specterm.cli.common import session_header
+    from specterm.engine.base import EngineConfig
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    built = tmp_path / ".cache" / "specterm" / "models" / "smollm2-agent"
+    config = EngineConfig(target=str(built / "target"), draft=str(built / "draft"), method="draft_model")
+    header = session_header(config)
+    for where in (header.models, header.config):
+        assert where["target"] == "~/.cache/specterm/models/smollm2-agent/target"
+        assert where["draft"] == "~/.cache/specterm/models/smollm2-agent/draft"
+    assert str(tmp_path) not in json.dumps(header.model_dump(mode="json"))
+
+    shipped = EngineConfig(target=str(REPO / "models" / "embedded" / "target"), method=None)
+    header = session_header(shipped)
+    assert header.models["target"] == header.config["target"] == "models/embedded/target"
+    assert header.models["draft"] is None
+    for kept in ("HuggingFaceTB/SmolLM2-135M-Instruct", "/srv/models/qwen"):
+        assert session_header(EngineConfig(target=kept, method=None)).models["target"] == kept

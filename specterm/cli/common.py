@@ -10,6 +10,7 @@ from specterm import __version__
 from specterm.config import LOCAL_PRESETS, PRESETS, resolve_engine_config
 from specterm.engine.base import SUFFIX_KNOBS, EngineConfig
 from specterm.events import SessionStarted
+from specterm.paths import portable
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -80,10 +81,12 @@ def session_header(config: EngineConfig, *, agent: str | None = None, extra: dic
 
     if (rec := for_engine(config)) is not None:
         extra = (extra or {}) | {"recommendation": rec.model_dump()}
+    named = {key: portable(getattr(config, key)) for key in ("target", "draft")}
+    models = config.models_summary()
     return SessionStarted(
         specterm_version=__version__,
-        config=config.model_dump() | (extra or {}),
-        models=config.models_summary(),
+        config=config.model_dump() | named | (extra or {}),
+        models=models | {key: named[key] for key in named if models[key]},
         agent=agent,
         host=f"{socket.gethostname()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
     )
