@@ -152,6 +152,6 @@ def test_replay_rejected_shown_wide(snap_compare):
 
 
 def test_replay_agent_session_wide(snap_compare):
-    # A real multi-step agent session (the embedded pair): retrieval, two dependent tool calls, answer.
+    # A real multi-step agent session (the smollm2-agent pair): retrieval, two dependent tool calls, answer.
     app, run_before = replay_app("sql_agent_multistep.jsonl")
     assert snap_compare(app, terminal_size=WIDE, run_before=run_before)
