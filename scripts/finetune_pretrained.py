@@ -56,6 +56,8 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=0,
                     help="train a LoRA of this rank on every linear layer (peft) instead of whole top layers")
     ap.add_argument("--bf16", action="store_true", help="autocast the forward pass to bf16 (AMX CPUs)")
+    ap.add_argument("--docs-answer-words", action="store_true",
+                    help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
     args = ap.parse_args()
 
     import torch
@@ -66,7 +68,8 @@ def main() -> None:
     if not renderer.can_chat:
         sys.exit(f"error: {args.base} has no chat template")
     t0 = time.perf_counter()
-    transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer))
+    transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer),
+                           answer_words=args.docs_answer_words)
     data = encode(tok, transcripts)
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
           f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)

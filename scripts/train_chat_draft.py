@@ -69,6 +69,8 @@ def main() -> None:
     ap.add_argument("--heldout", type=int, default=40, help="held-out-phrasing transcripts to score")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--score-only", action="store_true", help="load the draft in --out and only score it")
+    ap.add_argument("--docs-answer-words", action="store_true",
+                    help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
     args = ap.parse_args()
 
     import torch
@@ -90,7 +92,7 @@ def main() -> None:
     if args.target:
         n_ops = args.heldout * 2 // 5
         unseen = encode(tok, generate(args.corpus_seed + 1, args.heldout - n_ops, n_ops, example_k=2,
-                                      heldout=True, render=render))
+                                      heldout=True, render=render, answer_words=args.docs_answer_words))
         target = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.float32).eval()
         report["eval_heldout_phrasings"] = evaluate(target, model.float(), unseen, pad)
         print(json.dumps(report["eval_heldout_phrasings"]), flush=True)
@@ -103,7 +105,8 @@ def train(args, tok, render, pad):
     from transformers import AutoConfig, LlamaForCausalLM
 
     t0 = time.perf_counter()
-    data = encode(tok, generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render))
+    data = encode(tok, generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render,
+                                answer_words=args.docs_answer_words))
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each, "
           f"{time.perf_counter() - t0:.0f}s", flush=True)
 

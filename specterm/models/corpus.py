@@ -63,12 +63,19 @@ def _values(result: str) -> list[str]:
     return [r.split("\t")[0] for r in lines[1:-1]] if len(lines) > 2 else []
 
 
-def _pick_sentence(question: str, passage: str) -> str:
+def _pick_sentence(question: str, passage: str, answer_words: tuple[str, ...] | list[str] = ()) -> str:
+    """The sentence of a search_docs result the oracle answers with: with ``answer_words`` (the
+    docs intent's words the answer must contain), the first sentence that holds them all; else, or
+    when none does, the one sharing most words with the question. Word overlap alone picks a
+    sentence that does not answer for half the training questions ("Can we deploy on a Friday?" →
+    the canary sentence: "deploy" matches, "deploys"/"fridays" do not)."""
     from specterm.models.intents import STOP
 
     words = {w for w in re.findall(r"\w+", question.lower()) if w not in STOP}
     sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", passage.split(": ", 1)[-1]) if s.strip()]
-    best = max(sents, key=lambda s: len(words & set(re.findall(r"\w+", s.lower()))), default=passage)
+    having = [s for s in sents if answer_words and all(w in s.lower() for w in answer_words)]
+    best = having[0] if having else \
+        max(sents, key=lambda s: len(words & set(re.findall(r"\w+", s.lower()))), default=passage)
     return best.replace(" …(cut)", "").replace("…", "")[:150]
 
 
@@ -77,8 +84,9 @@ class _Fields(dict):
         return ""
 
 
-def resolve(box: ToolBox, case: Case) -> tuple[list[tuple[str, dict, str]], str]:
-    """Run a case's calls on the real tools: ([(tool, arguments, result)], final answer)."""
+def resolve(box: ToolBox, case: Case, *, answer_words: bool = False) -> tuple[list[tuple[str, dict, str]], str]:
+    """Run a case's calls on the real tools: ([(tool, arguments, result)], final answer); a docs
+    answer quotes the sentence holding the case's answer words with ``answer_words`` (``_pick_sentence``)."""
     steps: list[tuple[str, dict, str]] = []
     fields = _Fields(case.slots)
     for tool, args in case.calls:
@@ -96,7 +104,7 @@ def resolve(box: ToolBox, case: Case) -> tuple[list[tuple[str, dict, str]], str]
         m = re.search(pattern, last)
         fields[key] = m.group(1) if m else ""
     if steps and steps[-1][0] == "search_docs":
-        fields["sentence"] = _pick_sentence(case.question, last)
+        fields["sentence"] = _pick_sentence(case.question, last, case.slots.get("words", ()) if answer_words else ())
     return steps, case.answer.format_map(fields)
 
 
@@ -140,11 +148,14 @@ def write_examples(path: Path, examples: list[WorkedExample], header: str) -> No
 
 def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: float = 0.25,
              rephrase_rate: float = 0.4, substitute_rate: float = 0.35, example_k: int = 2,
-             heldout: bool = False, render: Render | None = None) -> list[Transcript]:
+             heldout: bool = False, render: Render | None = None, answer_words: bool = False) -> list[Transcript]:
     """The training transcripts (deterministic for ``seed``), each with its ``example_k`` nearest
     worked examples (the agent's ``examples.toml``) in the context; with ``heldout``, transcripts of
     the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation.
-    ``render`` writes them in a model's own chat format instead of the agent format (``Render``)."""
+    ``render`` writes them in a model's own chat format instead of the agent format (``Render``).
+    ``answer_words``: docs answers quote the sentence that answers (``_pick_sentence``); off by
+    default because the shipped embedded pair was trained without it, and ``specterm models train``
+    reproduces that pair."""
     if heldout:
         typo_rate = rephrase_rate = substitute_rate = 0.0
     from specterm.agent.vectors import embedder
@@ -166,7 +177,7 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
         ex_texts = [text for _, text in examples.passages] if examples is not None else []
         ex_questions = [t.split(" → ", 1)[0] for t in ex_texts]
         for case, vec in zip(cases, vectors):
-            steps, answer = resolve(box, case)
+            steps, answer = resolve(box, case, answer_words=answer_words)
             passages: list[Passage] = []
             if examples is not None and example_k:
                 own = example_text(WorkedExample(question=case.question,
