@@ -93,10 +93,8 @@ def compare_header(a: EngineConfig, b: EngineConfig, *, rounds: int, params: Gen
     """The session's first event: both configurations, the request and how the run was made fair;
     ``compare_tally.is_compare`` recognises it, so ``specterm replay`` opens the split view."""
     from specterm import __version__
-    from specterm.paths import portable
 
-    # the models as a recording names them (no machine paths: ``paths.portable``)
-    a, b = (cfg.model_copy(update={"target": portable(cfg.target), "draft": portable(cfg.draft)}) for cfg in (a, b))
+    a, b = a.as_recorded(), b.as_recorded()
     labels = {"a": side_label(a), "b": side_label(b)}
     if labels["a"] == labels["b"]:
         labels = {lane: f"{labels[lane]} ({cfg.draft or cfg.target})" for lane, cfg in zip(LANES, (a, b))}

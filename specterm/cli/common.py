@@ -10,7 +10,6 @@ from specterm import __version__
 from specterm.config import LOCAL_PRESETS, PRESETS, resolve_engine_config
 from specterm.engine.base import SUFFIX_KNOBS, EngineConfig
 from specterm.events import SessionStarted
-from specterm.paths import portable
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -81,12 +80,11 @@ def session_header(config: EngineConfig, *, agent: str | None = None, extra: dic
 
     if (rec := for_engine(config)) is not None:
         extra = (extra or {}) | {"recommendation": rec.model_dump()}
-    named = {key: portable(getattr(config, key)) for key in ("target", "draft")}
-    models = config.models_summary()
+    recorded = config.as_recorded()
     return SessionStarted(
         specterm_version=__version__,
-        config=config.model_dump() | named | (extra or {}),
-        models=models | {key: named[key] for key in named if models[key]},
+        config=recorded.model_dump() | (extra or {}),
+        models=recorded.models_summary(),
         agent=agent,
         host=f"{socket.gethostname()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
     )

@@ -75,6 +75,13 @@ class EngineConfig(BaseModel):
         """Worker processes vLLM starts (one per tensor × pipeline rank)."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
+    def as_recorded(self) -> EngineConfig:
+        """This config with its models named as a recorded session names them (``paths.portable``:
+        no machine paths); what ``session_header`` and ``compare_header`` write."""
+        from specterm.paths import portable
+
+        return self.model_copy(update={"target": portable(self.target), "draft": portable(self.draft)})
+
     def models_summary(self) -> dict[str, Any]:
         return {
             "target": self.target,
