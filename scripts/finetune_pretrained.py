@@ -58,6 +58,10 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true", help="autocast the forward pass to bf16 (AMX CPUs)")
     ap.add_argument("--docs-answer-words", action="store_true",
                     help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
+    ap.add_argument("--recover-rate", type=float, default=0.0,
+                    help="share of 1-2 call SQL transcripts that first fail on a slipped query and fix it")
+    ap.add_argument("--contrast-rate", type=float, default=0.0,
+                    help="share of transcripts retrieving examples of the same tools with other arguments")
     args = ap.parse_args()
 
     import torch
@@ -69,7 +73,8 @@ def main() -> None:
         sys.exit(f"error: {args.base} has no chat template")
     t0 = time.perf_counter()
     transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer),
-                           answer_words=args.docs_answer_words)
+                           answer_words=args.docs_answer_words, recover_rate=args.recover_rate,
+                           contrast_rate=args.contrast_rate)
     data = encode(tok, transcripts)
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
           f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)

@@ -106,6 +106,53 @@ def test_docs_answers_quote_the_sentence_that_answers():
     assert shown >= 15  # the rest lie past the result's cut (``result_chars``): nothing to quote
 
 
+def test_slipped_queries_fail_on_the_real_database_and_only_the_fix_is_trained():
+    """``recover_rate``: a transcript starts with a slipped query (an SQLite or schema mistake,
+    entities untouched), the real error, then the right query; the slip is not a trained span.
+    Off (the default), the corpus is what it was: the shipped embedded pair's ``models train``."""
+    from specterm.models.corpus import generate, slip
+
+    rng = random.Random(0)
+    sql = "SELECT round(avg(price), 2) FROM products WHERE category = 'price avg('"
+    slips = {slip(rng, sql) for _ in range(200)}
+    assert all(s.endswith("= 'price avg('") for s in slips) and sql not in slips and len(slips) >= 5
+    assert slip(rng, "SELECT 1") is None
+
+    plain = generate(3, 30, 0, example_k=0)
+    assert generate(3, 30, 0, example_k=0, recover_rate=0.0) == plain
+    slipped = [t for t in generate(3, 30, 0, example_k=0, recover_rate=1.0) if "error: SQL error" in t.text]
+    assert len(slipped) >= 10
+    for t in slipped:
+        calls = [t.text[a:b] for a, b in t.calls]
+        head, tail = t.text.split("error: SQL error", 1)
+        bad = head.rsplit('{"tool":"query_sql"', 1)[1]
+        assert not any(bad in c for c in calls)  # the slip is context, not a target
+        assert calls[-2].startswith('{"tool":"query_sql"') and calls[-2] in tail  # the fix is
+        assert calls[-1].startswith('{"answer"')
+
+
+def test_contrast_examples_call_the_same_tool_with_other_arguments():
+    """``contrast_rate``: the retrieved examples call the question's tool with other arguments (an
+    SLO budget without the minutes used for a question that gives them), so the trained call cannot
+    be copied from them. Off (the default), retrieval is the nearest examples, as before."""
+    import json
+
+    from specterm.models.corpus import _shape, generate
+
+    plain, contrast = generate(5, 0, 40, example_k=2), generate(5, 0, 40, example_k=2, contrast_rate=1.0)
+    assert generate(5, 0, 40, example_k=2, contrast_rate=0.0) == plain
+    budgets = 0
+    for c in contrast:  # every SLO budget question: the pool has budgets with and without minutes used
+        own = [json.loads(c.text[a:b]) for a, b in c.calls[:-1]]
+        own_shape = tuple((x["tool"], tuple(sorted(x["arguments"]))) for x in own)
+        if {t for t, _ in own_shape} != {"sla_budget"}:
+            continue
+        budgets += 1
+        shown = [_shape(line.split(" ", 1)[1]) for line in c.text.splitlines() if line.startswith("[example]")]
+        assert len(shown) == 2 and all(s != own_shape and s[0][0] == "sla_budget" for s in shown), c.text
+    assert budgets >= 5
+
+
 def test_heldout_cases_carry_gold_from_the_data():
     from specterm.models.corpus import heldout_cases
 

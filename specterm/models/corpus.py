@@ -16,6 +16,12 @@ large enough for that) and to *adapt* one (swap the entity: a customer, a number
 hold). Training questions are reworded (``intents.rephrase``) and misspelt (``add_typo``) at random,
 so a memorised sentence is a worse guide than the example and the entity.
 
+With ``recover_rate``, that share of the one- and two-call SQL transcripts starts with a *slip*: the
+answering query with one mistake a model makes about SQLite or this schema (``SQL_SLIPS``: ``mean()``
+for ``avg()``, ``cost`` for ``price``, ``customer`` for ``customers``), the real error the tool
+returns, then the right query. The slip is in the text but not trained (only the recovery is), so
+the model learns to read an error and fix the call instead of answering with an invented number.
+
 Each transcript is the text of ``render_prompt`` after the final answer (without the trailing
 ``<|call|>`` line) plus the character spans of the calls, which are the only trained positions; with
 ``render``, the same conversation in a pretrained model's own chat template
@@ -79,9 +85,53 @@ def _pick_sentence(question: str, passage: str, answer_words: tuple[str, ...] | 
     return best.replace(" …(cut)", "").replace("…", "")[:150]
 
 
+# Mistakes a model makes about SQLite and this schema: (pattern, what it writes instead). A slip is
+# applied outside string literals only, so entities stay exact.
+SQL_SLIPS = [
+    (r"\bavg\(", ("mean(", "average(")), (r"\bcount\(\*\)", ("count(all)",)),
+    (r"\bprice\b", ("cost", "unit_price")), (r"\bamount\b", ("value", "amount_paid")),
+    (r"\bcountry\b", ("nation", "country_code")), (r"\bcategory\b", ("category_name", "type")),
+    (r"\bemail\b", ("email_address", "mail")), (r"\bquantity\b", ("qty",)),
+    (r"\bmethod\b", ("payment_method",)), (r"\btotal\b", ("order_total", "total_amount")),
+    (r"\bFROM customers\b", ("FROM customer", "FROM clients")), (r"\bFROM products\b", ("FROM product", "FROM items")),
+    (r"\bFROM payments\b", ("FROM payment",)), (r"\bFROM orders\b", ("FROM purchases",)),
+]
+
+
+def slip(rng: random.Random, sql: str) -> str | None:
+    """``sql`` with one of the ``SQL_SLIPS`` that applies to it (outside its string literals), or None."""
+    parts = re.split(r"('(?:[^']|'')*')", sql)  # odd indices are string literals
+    options = [(pat, alt) for pat, alts in SQL_SLIPS if any(re.search(pat, c) for c in parts[0::2]) for alt in alts]
+    if not options:
+        return None
+    pat, alt = rng.choice(options)
+    k = next(k for k in range(0, len(parts), 2) if re.search(pat, parts[k]))
+    parts[k] = re.sub(pat, alt, parts[k], count=1)
+    return "".join(parts)
+
+
+def with_slip(box: ToolBox, rng: random.Random, steps: list[tuple[str, dict, str]]):
+    """``steps`` with a failed slip of the last query before it, and the index of that untrained
+    step; unchanged (and None) when no slip applies or the slipped query happens to run."""
+    i = max((j for j, (tool, _, _) in enumerate(steps) if tool == "query_sql"), default=None)
+    bad = slip(rng, steps[i][1]["sql"]) if i is not None else None
+    if bad is None:
+        return steps, None
+    out = box.call("query_sql", {"sql": bad})
+    if out.ok:
+        return steps, None
+    return steps[:i] + [("query_sql", {"sql": bad}, out.for_prompt(box.agent.result_chars))] + steps[i:], i
+
+
 class _Fields(dict):
     def __missing__(self, key: str) -> str:
         return ""
+
+
+def _shape(text: str) -> tuple:
+    """The calls of an ``example_text`` as (tool, argument names) pairs."""
+    calls = [c.split(" ", 1) for c in text.split(" → ")[1:] if not c.startswith("answer: ")]
+    return tuple((c[0], tuple(sorted(json.loads(c[1]) if len(c) > 1 else {}))) for c in calls)
 
 
 def resolve(box: ToolBox, case: Case, *, answer_words: bool = False) -> tuple[list[tuple[str, dict, str]], str]:
@@ -148,16 +198,21 @@ def write_examples(path: Path, examples: list[WorkedExample], header: str) -> No
 
 def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: float = 0.25,
              rephrase_rate: float = 0.4, substitute_rate: float = 0.35, example_k: int = 2,
-             heldout: bool = False, render: Render | None = None, answer_words: bool = False) -> list[Transcript]:
+             heldout: bool = False, render: Render | None = None, answer_words: bool = False,
+             recover_rate: float = 0.0, contrast_rate: float = 0.0) -> list[Transcript]:
     """The training transcripts (deterministic for ``seed``), each with its ``example_k`` nearest
     worked examples (the agent's ``examples.toml``) in the context; with ``heldout``, transcripts of
     the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation.
     ``render`` writes them in a model's own chat format instead of the agent format (``Render``).
     ``answer_words``: docs answers quote the sentence that answers (``_pick_sentence``); off by
     default because the shipped embedded pair was trained without it, and ``specterm models train``
-    reproduces that pair."""
+    reproduces that pair. ``recover_rate``: the share of one- and two-call SQL transcripts that
+    start with a failed slip of their query (``with_slip``; more calls would pass ``max_steps``).
+    ``contrast_rate``: the share of transcripts whose retrieved examples call the same tools with
+    other arguments where the pool has such (an SLO budget without the minutes used, when the question
+    gives them), so the model reads the question for the arguments instead of copying the example's."""
     if heldout:
-        typo_rate = rephrase_rate = substitute_rate = 0.0
+        typo_rate = rephrase_rate = substitute_rate = recover_rate = contrast_rate = 0.0
     from specterm.agent.vectors import embedder
 
     rng = random.Random(seed)
@@ -176,6 +231,7 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
         store, examples = box.store(), box.examples()
         ex_texts = [text for _, text in examples.passages] if examples is not None else []
         ex_questions = [t.split(" → ", 1)[0] for t in ex_texts]
+        ex_shapes = [_shape(t) for t in ex_texts]
         for case, vec in zip(cases, vectors):
             steps, answer = resolve(box, case, answer_words=answer_words)
             passages: list[Passage] = []
@@ -184,9 +240,14 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
                                                  calls=[ExampleCall(tool=t, arguments=a) for t, a, _ in steps],
                                                  answer=None if steps else answer)).split(" → ", 1)[1]
                 substitute = rng.random() < substitute_rate
+                shape = tuple((t, tuple(sorted(a))) for t, a, _ in steps)
+                other = lambda i: {t for t, _ in ex_shapes[i]} == {t for t, _ in shape} and ex_shapes[i] != shape  # noqa: E731
+                contrast = bool(contrast_rate and steps and rng.random() < contrast_rate
+                                and any(other(i) for i in range(len(ex_texts))))
                 scores = examples.matrix @ vec
                 for i in np.argsort(-scores, kind="stable"):
-                    if ex_questions[i] == case.question or (substitute and ex_texts[i].endswith(" → " + own)):
+                    if ex_questions[i] == case.question or (substitute and ex_texts[i].endswith(" → " + own)) \
+                            or (contrast and not other(i)):
                         continue
                     passages.append(Passage(doc=EXAMPLE_DOC, score=round(float(scores[i]), 4), text=ex_texts[i]))
                     if len(passages) == example_k:
@@ -196,7 +257,10 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
                 for i in np.argsort(-scores, kind="stable")[: agent.retrieval.top_k]:
                     doc, text = store.passages[i]
                     passages.append(Passage(doc=doc, score=round(float(scores[i]), 4), text=text))
-            out.append(_transcript(agent, case, steps, answer, passages, render))
+            slipped = None
+            if recover_rate and agent.database and 0 < len(steps) <= 2 and rng.random() < recover_rate:
+                steps, slipped = with_slip(box, rng, steps)
+            out.append(_transcript(agent, case, steps, answer, passages, render, slipped))
     return out
 
 
@@ -222,7 +286,9 @@ class Render:
 
 
 def _transcript(agent, case: Case, steps, answer: str, passages: list[Passage],
-                render: Render | None = None) -> Transcript:
+                render: Render | None = None, untrained: int | None = None) -> Transcript:
+    """The transcript's text and the spans of its calls; the call of step ``untrained`` (a slip)
+    is in the text but not among the trained spans."""
     key = "tool" if render is None else render.key
     history = [("user", case.question)]
     for tool, args, res in steps:
@@ -233,14 +299,14 @@ def _transcript(agent, case: Case, steps, answer: str, passages: list[Passage],
     else:
         text, mark, after = render_prompt(agent, history, passages)[: -len("<|call|>\n")], "<|call|>\n", "\n"
     spans, pos = [], 0
-    for role, t in history:
-        if role == "call":
-            start = text.index(mark + t + after, pos) + len(mark)
-            stop = start + len(t)
-            if render is not None and render.end and text.startswith(render.end, stop):
-                stop += len(render.end)
+    for n, t in enumerate(t for role, t in history if role == "call"):
+        start = text.index(mark + t + after, pos) + len(mark)
+        stop = start + len(t)
+        if render is not None and render.end and text.startswith(render.end, stop):
+            stop += len(render.end)
+        if n != untrained:
             spans.append((start, stop))
-            pos = start
+        pos = start
     return Transcript(agent.name, text, spans, case.intent)
 
 
