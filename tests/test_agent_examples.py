@@ -137,7 +137,7 @@ def test_contrast_examples_call_the_same_tool_with_other_arguments():
     be copied from them. Off (the default), retrieval is the nearest examples, as before."""
     import json
 
-    from specterm.models.corpus import _shape, generate
+    from specterm.models.corpus import _shape, contrasts, generate
 
     plain, contrast = generate(5, 0, 40, example_k=2), generate(5, 0, 40, example_k=2, contrast_rate=1.0)
     assert generate(5, 0, 40, example_k=2, contrast_rate=0.0) == plain
@@ -151,6 +151,11 @@ def test_contrast_examples_call_the_same_tool_with_other_arguments():
         shown = [_shape(line.split(" ", 1)[1]) for line in c.text.splitlines() if line.startswith("[example]")]
         assert len(shown) == 2 and all(s != own_shape and s[0][0] == "sla_budget" for s in shown), c.text
     assert budgets >= 5
+    budget = (("sla_budget", ("slo_percent", "window_days")),)
+    left = (("sla_budget", ("consumed_minutes", "slo_percent", "window_days")),)
+    query = (("query_sql", ("sql",)),)
+    assert contrasts(budget, left) and contrasts(left, budget) and not contrasts(budget, budget)
+    assert not contrasts(query, query + query) and not contrasts(query + query, query)  # not a shape: a plan
 
 
 def test_heldout_cases_carry_gold_from_the_data():
