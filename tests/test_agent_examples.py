@@ -5,6 +5,7 @@ calls run on the real tools, examples load with one-line errors and are retrieve
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -156,6 +157,43 @@ def test_contrast_examples_call_the_same_tool_with_other_arguments():
     query = (("query_sql", ("sql",)),)
     assert contrasts(budget, left) and contrasts(left, budget) and not contrasts(budget, budget)
     assert not contrasts(query, query + query) and not contrasts(query + query, query)  # not a shape: a plan
+
+
+def test_lower_case_questions_keep_the_datas_spelling_in_the_calls():
+    """``lower_rate``: questions typed all in lower case, entities too; the calls still name the
+    data's values. Off (the default), the corpus is unchanged."""
+    from specterm.models.corpus import generate
+
+    plain = generate(3, 30, 0, example_k=0)
+    assert generate(3, 30, 0, example_k=0, lower_rate=0.0) == plain
+    lower = generate(3, 30, 0, example_k=0, lower_rate=1.0)
+    questions = [t.text.split("<|user|>\n", 1)[1].split("\n", 1)[0] for t in lower]
+    assert all(q == q.lower() for q in questions)
+    calls = " ".join(t.text[a:b] for t in lower for a, b in t.calls)
+    assert re.search(r"country = '[A-Z]{2}'", calls) and re.search(r"name = '[A-Z][a-z]+ [A-Z]", calls)
+
+
+def test_intent_weights_bring_in_the_cheapest_product_plan():
+    """``weights`` overrides intent weights by name: ``orders_for_min_product`` (weight 0, so not in
+    the default corpus) is two dependent queries, the second naming the first one's product."""
+    from specterm.agent.tools import ToolBox
+    from specterm.models.corpus import generate, parse_weight
+
+    assert "orders_for_min_product" not in {t.intent for t in generate(3, 60, 0, example_k=0)}
+    weighted = generate(3, 20, 0, example_k=0, weights={"orders_for_min_product": 1e9})
+    assert {t.intent for t in weighted} == {"orders_for_min_product"}
+    db = ToolBox(load_agent("sql_analyst")).db()
+    cheapest = db.query("SELECT name FROM products ORDER BY price ASC LIMIT 1")[0].split("\n")[1]
+    for t in weighted:
+        first, second, answer = (t.text[a:b] for a, b in t.calls)
+        assert "ORDER BY price ASC LIMIT 1" in first and f"products.name = '{cheapest}'" in second
+        assert cheapest in answer
+    with pytest.raises(ValueError, match="no such intent: nope"):
+        generate(3, 5, 0, example_k=0, weights={"nope": 1.0})
+    assert parse_weight("orders_for_max_product=2.5") == ("orders_for_max_product", 2.5)
+    for bad in ("orders_for_max_product", "=2", "x=two"):
+        with pytest.raises(ValueError, match="expected INTENT=WEIGHT"):
+            parse_weight(bad)
 
 
 def test_heldout_cases_carry_gold_from_the_data():

@@ -207,7 +207,8 @@ def write_examples(path: Path, examples: list[WorkedExample], header: str) -> No
 def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: float = 0.25,
              rephrase_rate: float = 0.4, substitute_rate: float = 0.35, example_k: int = 2,
              heldout: bool = False, render: Render | None = None, answer_words: bool = False,
-             recover_rate: float = 0.0, contrast_rate: float = 0.0) -> list[Transcript]:
+             recover_rate: float = 0.0, contrast_rate: float = 0.0, lower_rate: float = 0.0,
+             weights: dict[str, float] | None = None) -> list[Transcript]:
     """The training transcripts (deterministic for ``seed``), each with its ``example_k`` nearest
     worked examples (the agent's ``examples.toml``) in the context; with ``heldout``, transcripts of
     the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation.
@@ -218,9 +219,19 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
     start with a failed slip of their query (``with_slip``; more calls would pass ``max_steps``).
     ``contrast_rate``: the share of transcripts whose retrieved examples call the same tools with
     other arguments where the pool has such (an SLO budget without the minutes used, when the question
-    gives them), so the model reads the question for the arguments instead of copying the example's."""
+    gives them), so the model reads the question for the arguments instead of copying the example's.
+    ``lower_rate``: the share of questions typed all in lower case, entities too ("customers in
+    germany"), which ``add_typo`` never does (it keeps entity words so the calls stay right): the
+    calls keep the data's spelling. ``weights``: intent weights by name over ``Intent.weight`` (a
+    weight-0 intent such as ``orders_for_min_product`` is only in a corpus that names it).
+    All four options are off by default and draw nothing from the random stream when off, so the
+    default corpus (and the pair ``specterm models train`` makes) is unchanged by them."""
     if heldout:
-        typo_rate = rephrase_rate = substitute_rate = recover_rate = contrast_rate = 0.0
+        typo_rate = rephrase_rate = substitute_rate = recover_rate = contrast_rate = lower_rate = 0.0
+        weights = None
+    known = {i.name for agent in ("sql_analyst", "ops_assistant") for i in intents_for(agent)}
+    if unknown := sorted(set(weights or {}) - known):
+        raise ValueError(f"no such intent: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     from specterm.agent.vectors import embedder
 
     rng = random.Random(seed)
@@ -231,9 +242,11 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
         slots = Slots(box.db() if agent.database else None)
         cases = []
         for _ in range(n):
-            case = sample(agent_name, rng, slots, heldout=heldout, rephrase_rate=rephrase_rate)
+            case = sample(agent_name, rng, slots, heldout=heldout, rephrase_rate=rephrase_rate, weights=weights)
             if rng.random() < typo_rate and case.intent != "docs":
                 case.question = add_typo(rng, case.question)
+            if lower_rate and rng.random() < lower_rate:
+                case.question = case.question.lower()
             cases.append(case)
         vectors = embedder().embed([c.question for c in cases])
         store, examples = box.store(), box.examples()
@@ -270,6 +283,17 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
                 steps, slipped = with_slip(box, rng, steps)
             out.append(_transcript(agent, case, steps, answer, passages, render, slipped))
     return out
+
+
+def parse_weight(text: str) -> tuple[str, float]:
+    """``INTENT=WEIGHT`` (a training script's ``--weight``) as ``(intent, weight)``."""
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, float(value)
+    except ValueError:
+        raise ValueError(f"expected INTENT=WEIGHT, e.g. orders_for_max_product=2, got {text!r}") from None
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,16 @@ SQL_INTENTS = [
                       ("query_sql", {"sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
                                             "products.id WHERE products.name = '{r1}'"})],
            "The {r1} was ordered {v} times."),
+    # weight 0: not in the default corpus (``models train`` keeps its pair); a training run turns it on
+    # with ``generate(weights=...)`` so the product-then-its-orders plan is not one intent's wording
+    Intent("orders_for_min_product", ("How many orders are there for the cheapest product?",
+                                      "How many times was the least expensive product ordered?",
+                                      "How many orders contain the cheapest item?"),
+           ("How many orders were placed for our lowest priced product?",),
+           lambda s: [("query_sql", {"sql": "SELECT name FROM products ORDER BY price ASC LIMIT 1"}),
+                      ("query_sql", {"sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
+                                            "products.id WHERE products.name = '{r1}'"})],
+           "The {r1} was ordered {v} times.", weight=0.0),
     Intent("sum_orders_status", ("What is the total value of {w} orders?", "Sum of the totals of {w} orders?"),
            ("How much are the {w} orders worth altogether?", "What do the {w} orders add up to?"),
            _pre("*", "orders")(_sql("SELECT round(sum(total), 2) FROM orders WHERE status = '{x}'")),
@@ -409,12 +419,13 @@ class Case:
 
 
 def sample(agent: str, rng: random.Random, slots: Slots, *, heldout: bool = False,
-           rephrase_rate: float = 0.0) -> Case:
-    """One question of ``agent``: an intent by weight, a phrasing from its ``train`` or ``heldout``
-    list (a training one reworded by ``rephrase`` with probability ``rephrase_rate``), slots filled
-    from the data."""
+           rephrase_rate: float = 0.0, weights: dict[str, float] | None = None) -> Case:
+    """One question of ``agent``: an intent by weight (``weights`` overrides some by name), a phrasing
+    from its ``train`` or ``heldout`` list (a training one reworded by ``rephrase`` with probability
+    ``rephrase_rate``), slots filled from the data."""
     intents = intents_for(agent)
-    it = rng.choices(intents, weights=[i.weight for i in intents])[0]
+    weights = weights or {}
+    it = rng.choices(intents, weights=[weights.get(i.name, i.weight) for i in intents])[0]
     s = slots.fill(rng, it.slot, heldout)
     if it.name == "docs":
         question = s["question"]
