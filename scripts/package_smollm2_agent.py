@@ -35,6 +35,7 @@ def write_adapter(src: Path, out: Path) -> dict:
               str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
     config = json.loads((src / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = BASE_NAME
+    config["target_modules"] = sorted(config["target_modules"])  # peft saves a set: a stable diff
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return {"lora_rank": config["r"], "lora_alpha": config["lora_alpha"],
             "target_modules": sorted(config["target_modules"]),

@@ -105,9 +105,6 @@ def test_the_pair_answers_questions_in_a_users_own_words(runs):
 
 
 @pytest.mark.engine
-@pytest.mark.xfail(strict=True, reason="known gap of the LoRA pair (README): it finds the right doc but answers "
-                   "with another of its sentences (held-out docs questions 0-33 %); strict, so a pair that "
-                   "gets it right turns this red until the mark goes")
 def test_the_pair_quotes_the_sentence_of_the_doc_that_answers(runs):
     result = runs["draft_model", DOCS_QUESTION][0]
     assert [c.tool for c in result.calls] == ["search_docs"]
