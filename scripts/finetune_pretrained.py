@@ -82,8 +82,7 @@ def main() -> None:
     t0 = time.perf_counter()
     transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer),
                            answer_words=args.docs_answer_words, recover_rate=args.recover_rate,
-                           contrast_rate=args.contrast_rate,
-                           lower_rate=args.lower_rate, weights=args.weights)
+                           contrast_rate=args.contrast_rate, lower_rate=args.lower_rate, weights=args.weights)
     data = encode(tok, transcripts)
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
           f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)

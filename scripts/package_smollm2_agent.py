@@ -38,7 +38,7 @@ def write_adapter(src: Path, out: Path) -> dict:
     config["target_modules"] = sorted(config["target_modules"])  # peft saves a set: a stable diff
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return {"lora_rank": config["r"], "lora_alpha": config["lora_alpha"],
-            "target_modules": sorted(config["target_modules"]),
+            "target_modules": config["target_modules"],
             "adapter_params": sum(v.numel() for v in weights.values())}
 
 

@@ -119,8 +119,8 @@ def train(args, tok, render, pad):
     t0 = time.perf_counter()
     data = encode(tok, generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render,
                                 answer_words=args.docs_answer_words, recover_rate=args.recover_rate,
-                                contrast_rate=args.contrast_rate,
-                           lower_rate=args.lower_rate, weights=args.weights))
+                                contrast_rate=args.contrast_rate, lower_rate=args.lower_rate,
+                                weights=args.weights))
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each, "
           f"{time.perf_counter() - t0:.0f}s", flush=True)
 
