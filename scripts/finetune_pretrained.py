@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specterm.engine.chat import PromptRenderer  # noqa: E402
-from specterm.models.corpus import Render, generate, parse_weight  # noqa: E402
+from specterm.models.corpus import Render, add_training_args, generate, training_options  # noqa: E402
 from specterm.models.smollm2_agent import LORA_TARGETS  # noqa: E402
 from specterm.models.train import _batch, encode  # noqa: E402
 from specterm.paths import model_cache_dir  # noqa: E402
@@ -56,21 +56,9 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=0,
                     help="train a LoRA of this rank on every linear layer (peft) instead of whole top layers")
     ap.add_argument("--bf16", action="store_true", help="autocast the forward pass to bf16 (AMX CPUs)")
-    ap.add_argument("--docs-answer-words", action="store_true",
-                    help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
-    ap.add_argument("--recover-rate", type=float, default=0.0,
-                    help="share of 1-2 call SQL transcripts that first fail on a slipped query and fix it")
-    ap.add_argument("--contrast-rate", type=float, default=0.0,
-                    help="share of transcripts retrieving examples of the same tools with other arguments")
-    ap.add_argument("--lower-rate", type=float, default=0.0,
-                    help="share of questions typed all in lower case, entities too")
-    ap.add_argument("--weight", action="append", default=[], metavar="INTENT=W",
-                    help="an intent's weight in the corpus (repeatable; e.g. orders_for_min_product=1)")
+    add_training_args(ap)
     args = ap.parse_args()
-    try:
-        args.weights = dict(parse_weight(w) for w in args.weight)
-    except ValueError as e:
-        ap.error(str(e))
+    options = training_options(ap, args)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -81,8 +69,7 @@ def main() -> None:
         sys.exit(f"error: {args.base} has no chat template")
     t0 = time.perf_counter()
     transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer),
-                           answer_words=args.docs_answer_words, recover_rate=args.recover_rate,
-                           contrast_rate=args.contrast_rate, lower_rate=args.lower_rate, weights=args.weights)
+                           **options)
     data = encode(tok, transcripts)
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
           f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)

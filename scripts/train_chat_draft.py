@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specterm.engine.chat import PromptRenderer  # noqa: E402
-from specterm.models.corpus import Render, generate, parse_weight  # noqa: E402
+from specterm.models.corpus import Render, add_training_args, generate, training_options  # noqa: E402
 from specterm.models.train import _batch, encode, evaluate  # noqa: E402
 from specterm.paths import model_cache_dir  # noqa: E402
 
@@ -69,21 +69,9 @@ def main() -> None:
     ap.add_argument("--heldout", type=int, default=40, help="held-out-phrasing transcripts to score")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--score-only", action="store_true", help="load the draft in --out and only score it")
-    ap.add_argument("--docs-answer-words", action="store_true",
-                    help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
-    ap.add_argument("--recover-rate", type=float, default=0.0,
-                    help="share of 1-2 call SQL transcripts that first fail on a slipped query and fix it")
-    ap.add_argument("--contrast-rate", type=float, default=0.0,
-                    help="share of transcripts retrieving examples of the same tools with other arguments")
-    ap.add_argument("--lower-rate", type=float, default=0.0,
-                    help="share of questions typed all in lower case, entities too")
-    ap.add_argument("--weight", action="append", default=[], metavar="INTENT=W",
-                    help="an intent's weight in the corpus (repeatable; e.g. orders_for_min_product=1)")
+    add_training_args(ap)
     args = ap.parse_args()
-    try:
-        args.weights = dict(parse_weight(w) for w in args.weight)
-    except ValueError as e:
-        ap.error(str(e))
+    options = training_options(ap, args)
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
@@ -100,7 +88,7 @@ def main() -> None:
         report = json.loads((args.out / "train.json").read_text())
         model = LlamaForCausalLM.from_pretrained(args.out, dtype=torch.float32).eval()
     else:
-        report, model = train(args, tok, render, pad)
+        report, model = train(args, tok, render, pad, options)
     if args.target:
         n_ops = args.heldout * 2 // 5
         unseen = encode(tok, generate(args.corpus_seed + 1, args.heldout - n_ops, n_ops, example_k=2,
@@ -112,15 +100,13 @@ def main() -> None:
     print(f"saved {args.out}")
 
 
-def train(args, tok, render, pad):
+def train(args, tok, render, pad, options: dict):
     import torch
     from transformers import AutoConfig, LlamaForCausalLM
 
     t0 = time.perf_counter()
     data = encode(tok, generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render,
-                                answer_words=args.docs_answer_words, recover_rate=args.recover_rate,
-                                contrast_rate=args.contrast_rate, lower_rate=args.lower_rate,
-                                weights=args.weights))
+                                **options))
     print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each, "
           f"{time.perf_counter() - t0:.0f}s", flush=True)
 

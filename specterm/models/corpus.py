@@ -285,6 +285,33 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
     return out
 
 
+def add_training_args(ap) -> None:
+    """``generate``'s training options as a training script's flags (``scripts/finetune_pretrained.py``
+    and ``scripts/train_chat_draft.py`` train the pair on one corpus, so they take the same ones);
+    ``training_options`` reads them back."""
+    ap.add_argument("--docs-answer-words", action="store_true",
+                    help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
+    ap.add_argument("--recover-rate", type=float, default=0.0,
+                    help="share of 1-2 call SQL transcripts that first fail on a slipped query and fix it")
+    ap.add_argument("--contrast-rate", type=float, default=0.0,
+                    help="share of transcripts retrieving examples of the same tools with other arguments")
+    ap.add_argument("--lower-rate", type=float, default=0.0,
+                    help="share of questions typed all in lower case, entities too")
+    ap.add_argument("--weight", action="append", default=[], metavar="INTENT=W",
+                    help="an intent's weight in the corpus (repeatable; e.g. orders_for_min_product=1)")
+
+
+def training_options(ap, args) -> dict[str, Any]:
+    """The ``generate`` keyword arguments of the flags ``add_training_args`` added; a malformed
+    ``--weight`` is the parser's one-line usage error."""
+    try:
+        weights = dict(parse_weight(w) for w in args.weight)
+    except ValueError as e:
+        ap.error(str(e))
+    return {"answer_words": args.docs_answer_words, "recover_rate": args.recover_rate,
+            "contrast_rate": args.contrast_rate, "lower_rate": args.lower_rate, "weights": weights}
+
+
 def parse_weight(text: str) -> tuple[str, float]:
     """``INTENT=WEIGHT`` (a training script's ``--weight``) as ``(intent, weight)``."""
     name, sep, value = text.partition("=")

@@ -59,6 +59,14 @@ def _pre(*tables: str) -> Callable[[Callable], Callable]:
     return wrap
 
 
+def _orders_of_product(order: str) -> Callable[[dict], list[tuple[str, dict]]]:
+    """Two dependent queries: the product first by price (``order``: DESC the most expensive, ASC the
+    cheapest), then its orders, the first result copied in as ``{r1}``."""
+    return lambda s: [("query_sql", {"sql": f"SELECT name FROM products ORDER BY price {order} LIMIT 1"}),
+                      ("query_sql", {"sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
+                                            "products.id WHERE products.name = '{r1}'"})]
+
+
 NONE = lambda s: []  # noqa: E731 - answered without a tool
 SHOP = "the shop's customers, orders, products and payments"
 
@@ -147,20 +155,14 @@ SQL_INTENTS = [
     Intent("orders_for_max_product", ("How many orders are there for the most expensive product?",
                                       "How many times was the most expensive product ordered?"),
            ("How many orders include our priciest product?",),
-           lambda s: [("query_sql", {"sql": "SELECT name FROM products ORDER BY price DESC LIMIT 1"}),
-                      ("query_sql", {"sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
-                                            "products.id WHERE products.name = '{r1}'"})],
-           "The {r1} was ordered {v} times."),
+           _orders_of_product("DESC"), "The {r1} was ordered {v} times."),
     # weight 0: not in the default corpus (``models train`` keeps its pair); a training run turns it on
     # with ``generate(weights=...)`` so the product-then-its-orders plan is not one intent's wording
     Intent("orders_for_min_product", ("How many orders are there for the cheapest product?",
                                       "How many times was the least expensive product ordered?",
                                       "How many orders contain the cheapest item?"),
            ("How many orders were placed for our lowest priced product?",),
-           lambda s: [("query_sql", {"sql": "SELECT name FROM products ORDER BY price ASC LIMIT 1"}),
-                      ("query_sql", {"sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
-                                            "products.id WHERE products.name = '{r1}'"})],
-           "The {r1} was ordered {v} times.", weight=0.0),
+           _orders_of_product("ASC"), "The {r1} was ordered {v} times.", weight=0.0),
     Intent("sum_orders_status", ("What is the total value of {w} orders?", "Sum of the totals of {w} orders?"),
            ("How much are the {w} orders worth altogether?", "What do the {w} orders add up to?"),
            _pre("*", "orders")(_sql("SELECT round(sum(total), 2) FROM orders WHERE status = '{x}'")),
