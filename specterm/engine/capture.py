@@ -49,11 +49,13 @@ class CapturingScheduler(Scheduler):
         super().__init__(*args, **kwargs)
         self.records: list[StepRecord] = []
         self._allowed: dict[str, tuple[int, ...]] = {}
+        self.capture = True
+        """Off: this is vLLM's scheduler and nothing more (the publisher with nobody attached)."""
 
     def get_grammar_bitmask(self, scheduler_output):
         grammar_output = super().get_grammar_bitmask(scheduler_output)
         self._allowed = {}
-        if grammar_output is not None:
+        if grammar_output is not None and self.capture:
             self._allowed = self._count_allowed(grammar_output, scheduler_output.scheduled_spec_decode_tokens)
         return grammar_output
 
@@ -76,7 +78,7 @@ class CapturingScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         sampled = model_runner_output.sampled_token_ids
-        if sampled:
+        if sampled and self.capture:
             spec = scheduler_output.scheduled_spec_decode_tokens
             invalid = scheduler_output.num_invalid_spec_tokens or {}
             index = model_runner_output.req_id_to_index
