@@ -85,6 +85,10 @@ class RequestStarted(BaseEvent):
     request_id: str
     prompt_tokens: int = 0
     params: dict[str, Any] = Field(default_factory=dict)
+    conversation: str | None = Field(None, exclude_if=lambda v: v is None)
+    """``specterm attach``: the client conversation this request continues (its prompt extends an
+    earlier request's), and which step of it this is; left out of the JSON when not known."""
+    turn: int | None = Field(None, exclude_if=lambda v: v is None)
 
 
 class SpecStep(BaseEvent):

@@ -18,6 +18,8 @@ from specterm.events import (
     BaseEvent,
     EngineCounters,
     Error,
+    RequestFinished,
+    RequestStarted,
     Retrieval,
     SpecStep,
     ToolCall,
@@ -106,3 +108,54 @@ class HeadlessPrinter:
         # replay print the same figure.
         walls = [r.wall_s for r in self.summary.requests.values() if r.wall_s]
         self.console.print(summary_line(self.summary.session, sum(walls) if walls else None))
+
+
+class RequestBlockPrinter(HeadlessPrinter):
+    """``attach --headless``: a server runs many requests at once, so each request's verdict-styled
+    text is kept until it finishes and then printed as one block (header, text, summary); interleaved
+    steps would be unreadable. ``--json`` prints every event as it comes, as ``HeadlessPrinter`` does."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._text: dict[str, Text] = {}
+        self._started: dict[str, RequestStarted] = {}
+
+    def __call__(self, event: BaseEvent) -> None:
+        if self.json or not isinstance(event, (SpecStep, RequestStarted, RequestFinished)):
+            super().__call__(event)
+            return
+        self.summary.add(event)
+        if isinstance(event, RequestStarted):
+            self._started[event.request_id] = event
+            self._text[event.request_id] = Text()
+        elif isinstance(event, SpecStep):
+            self._text.setdefault(event.request_id, Text()).append_text(
+                step_text(event, show_rejected=self.show_rejected))
+        else:
+            self._block(event)
+
+    def _block(self, done: RequestFinished) -> None:
+        start = self._started.pop(done.request_id, None)
+        parts = [done.request_id]
+        if start is not None and start.conversation:
+            parts.append(f"conversation {start.conversation} step {start.turn}")
+        if start is not None:
+            cached = f", {done.cached_tokens} cached" if done.cached_tokens is not None else ""
+            parts.append(f"prompt {start.prompt_tokens} tokens{cached}")
+        parts.append(f"finish {done.finish_reason or '?'}")
+        self._line(Text("── " + " · ".join(parts), style="bold"))
+        self.console.print(self._text.pop(done.request_id, Text()))
+        req = self.summary.requests.get(done.request_id)
+        if req is not None:
+            line = summary_line(req.stats, done.wall_s or None)
+            if done.ttft_s is not None:
+                line.append(f"  TTFT {done.ttft_s * 1000:.0f} ms", style="dim")
+            self.console.print(line)
+
+    def finish(self, legend: bool = True) -> None:
+        if self.json:
+            return
+        if legend:
+            self.console.print(legend_text())
+        n = len(self.summary.requests)
+        self.console.print(Text(f"{n} request{'s' if n != 1 else ''} · ", style="dim") + summary_line(self.summary.session))

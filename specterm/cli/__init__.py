@@ -12,7 +12,7 @@ from specterm import __version__
 from specterm.errors import SpectermError
 
 # Order is the order in --help.
-COMMANDS = ("chat", "run", "replay", "serve", "bench", "compare", "doctor", "models", "agents")
+COMMANDS = ("chat", "run", "replay", "attach", "vllm-serve", "serve", "bench", "compare", "doctor", "models", "agents")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specterm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"specterm.cli.{name}").register(sub)
+        importlib.import_module(f"specterm.cli.{name.replace('-', '_')}").register(sub)
     return parser
 
 

@@ -134,10 +134,12 @@ def is_compare_file(source: Any) -> bool:
 
 def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_rejected: bool = False) -> int:
     """Drive the headless printer from a ``Replayer`` — the same event path the dashboard uses."""
-    from specterm.headless import HeadlessPrinter
+    from specterm.headless import HeadlessPrinter, RequestBlockPrinter
     from specterm.session.replay import Replayer
 
-    printer = HeadlessPrinter(json=as_json, show_rejected=show_rejected)
+    # An attached server's session interleaves many requests: printed a block per request, as attach does.
+    kind = RequestBlockPrinter if "attach" in (data.header.config or {}) else HeadlessPrinter
+    printer = kind(json=as_json, show_rejected=show_rejected)
     with _writing_output():
         if as_json:
             printer(data.header)

