@@ -89,6 +89,7 @@ def run_headless(args: argparse.Namespace, addr: str, token: str | None) -> int:
         timer.start()
     if not args.json:
         printer.err.print(f"specterm: attached to {addr}; Ctrl+C stops", markup=False, highlight=False)
+    rc = 0
     try:
         attach.run()
     except KeyboardInterrupt:
@@ -96,20 +97,38 @@ def run_headless(args: argparse.Namespace, addr: str, token: str | None) -> int:
     finally:
         if timer:
             timer.cancel()
-        sink.close()
+        try:
+            if before is not None:
+                rc = _report_reconcile(printer, sink, attach, before, args.metrics)
+        finally:
+            sink.close()
     if args.json:
         printer(SessionEnded(t=attach.clock()))
     printer.finish()
     if sink.recorder is not None and not args.json:
         printer.err.print(f"specterm: recorded to {sink.recorder.path}", markup=False, highlight=False)
-    if before is not None:
-        return _report_reconcile(printer, attach.totals(), before, scrape_spec_counters(args.metrics))
-    return 0
+    return rc
 
 
-def _report_reconcile(printer, ours: dict, before: dict, after: dict) -> int:
-    theirs = {k: after[k] - before[k] for k in ours}
+def _report_reconcile(printer, sink, attach, before: dict, url: str) -> int:
+    """Our totals against the server's counter deltas over the attach. The API server records a step's
+    counters when it handles that step's outputs, which can come a moment after the publisher sent the
+    step: read a few times (2 s at most) before calling it a mismatch."""
+    import time
+
+    from specterm.events import EngineCounters
+    from specterm.session.attach import scrape_spec_counters
+
+    ours = attach.totals()
+    for _ in range(8):
+        after = scrape_spec_counters(url)
+        theirs = {k: after[k] - before[k] for k in ours}
+        if theirs == ours:
+            break
+        time.sleep(0.25)
     ok = ours == theirs
+    sink(EngineCounters(t=attach.clock(), request_id="all", ours=ours, vllm=theirs, matched=ok,
+                           detail="" if ok else "requests that ran before or after the attach count there too"))
     line = ("verdicts reconcile with the server's /metrics" if ok else "verdicts do NOT reconcile with /metrics "
             "(requests already running when attach started or still running at its end count there too)")
     printer.err.print(f"specterm: {line}: ours {ours}, vllm {theirs}", markup=False, highlight=False)

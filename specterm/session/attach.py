@@ -131,6 +131,7 @@ class Attach:
             hello = read_sidecar(Path(self.addr.removeprefix("ipc://")))
             if hello is not None:
                 self._on_hello(hello)
+                self.tokenizer()  # seconds (transformers): before the first request, not during it
         ctx = zmq.Context.instance()
         sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
