@@ -33,6 +33,7 @@ from specterm.engine import wire
 from specterm.engine.base import SessionClock
 from specterm.engine.verdicts import StepAssembler, StepRecord
 from specterm.errors import ConfigError
+from specterm.paths import portable
 from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted
 
 Sink = Callable[[BaseEvent], None]
@@ -196,7 +197,7 @@ class Attach:
     def _on_hello(self, hello: wire.Hello) -> None:
         old, self.hello = self.hello, hello
         if old is None:
-            models = {"target": hello.model, "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
+            models = {"target": portable(hello.model), "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
             if hello.spec:
                 models |= {"method": hello.spec.get("method"),
                            "num_speculative_tokens": hello.spec.get("num_speculative_tokens")}

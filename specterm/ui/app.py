@@ -31,6 +31,7 @@ from specterm.ui.state import ViewState
 from specterm.ui.theming import DEFAULT_THEME, TOKEN_VARIABLES, load_themes
 from specterm.ui.widgets.panel import Panel
 from specterm.ui.widgets.prompt_input import PromptInput
+from specterm.ui.widgets.request_list import RequestList
 from specterm.ui.widgets.session_header import SessionHeader
 from specterm.ui.widgets.transcript import Transcript
 
@@ -67,6 +68,7 @@ class SpecTermApp(App):
         intro: str = "",
         placeholder: str = "Ask the agent…",
         loader: Any = None,
+        attach: Callable[[Callable[[BaseEvent], None]], Any] | None = None,
     ) -> None:
         super().__init__()
         self.state = ViewState(mode)
@@ -90,6 +92,9 @@ class SpecTermApp(App):
             self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset,
                                      loading=loader is not None)
         self._loader = loader
+        self._attach_factory = attach
+        self.source: Any = None
+        """``attach`` mode: the ``session.attach.Attach`` reading the server (on a worker thread)."""
         self._quitting = False
         """A ``SessionReader`` with the rest of a long file still to read (replay), or ``None``."""
         self._autostart = autostart
@@ -162,6 +167,16 @@ class SpecTermApp(App):
             if not self.deterministic:
                 # The replayer flips `finished` / `position` on its own thread: poll the badge.
                 self.set_interval(0.5, self._update_status)
+        elif self.state.mode == "attach":
+            self.query_one(Transcript).focus()
+            self.source = self._attach_factory(self.bridge.push)
+            if self._gpu:  # the server's GPU, when it is this machine's (a Unix socket)
+                from specterm.telemetry import GpuSampler
+
+                self.sampler = GpuSampler(self.bridge.push, nvml=None if self._gpu is True else self._gpu)
+                self.sampler.start()
+            self.query_one(SessionHeader).status = f"watching {self.source.addr}"
+            self.run_worker(self._run_source, thread=True, group="attach", exit_on_error=False)
         else:
             self.query_one(PromptInput).focus()
             self._start_live()
@@ -169,6 +184,23 @@ class SpecTermApp(App):
             early, self._early = self._early, []
             self.apply_events(early, force=True)
         self._update_status()
+
+    def _run_source(self) -> None:  # worker thread
+        try:
+            self.source.run()
+        except Exception as err:  # noqa: BLE001 - shown, the app stays open on what it has
+            self.bridge.push(Error(where="attach", message=str(err) or type(err).__name__))
+
+    def on_request_list_picked(self, message: RequestList.Picked) -> None:
+        state = self.state
+        if message.request_id is not None:
+            state.current_request = message.request_id
+            self.query_one(Transcript).scroll_to_request(message.request_id)
+        else:
+            transcript = self.query_one(Transcript)
+            transcript.scroll_end(animate=False)
+        for panel in self._panels or []:
+            panel.flush()
 
     def _load_rest(self) -> None:  # worker thread
         """Read the rest of a long session file into the replayer, then report its warnings."""
@@ -248,6 +280,8 @@ class SpecTermApp(App):
             self.replayer.stop()
         if self.sampler is not None:
             self.sampler.stop()
+        if self.source is not None:
+            self.source.stop()
 
     # -- the event pump -----------------------------------------------------------------------
 
@@ -296,6 +330,7 @@ class SpecTermApp(App):
         transcript = self.query_one(Transcript)
         state = self.state
         model = transcript.model
+        requests = self.main_screen.query(RequestList).first() if state.mode == "attach" else None
         for ev in events:
             if ev is RESET:
                 state.reset()
@@ -304,7 +339,11 @@ class SpecTermApp(App):
                 continue
             state.add(ev)
             model.add(ev)
+            if requests is not None:
+                requests.note(ev)
         transcript.sync()
+        if requests is not None:
+            requests.sync()
         if self._panels is None:  # a DOM query per batch costs more than the panels' own check
             self._panels = list(self.main_screen.query(Panel))
         for panel in self._panels:

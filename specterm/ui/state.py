@@ -17,7 +17,9 @@ GPU_HISTORY = 120
 class ViewState:
     def __init__(self, mode: str = "live") -> None:
         self.mode = mode
-        """``live`` or ``replay``: the header badge."""
+        """``live``, ``replay`` or ``attach``: the header badge."""
+        self.pinned_request: str | None = None
+        """The request the panels follow when the user picked one (``attach``); else the latest."""
         self.reset()
 
     def reset(self) -> None:
@@ -32,10 +34,8 @@ class ViewState:
     def add(self, ev: BaseEvent) -> None:
         self.events += 1
         self.summary.add(ev)
-        if isinstance(ev, SpecStep):
-            self.current_request = ev.request_id
-        elif isinstance(ev, RequestStarted):
-            self.current_request = ev.request_id
+        if isinstance(ev, (SpecStep, RequestStarted)):
+            self.current_request = self.pinned_request or ev.request_id
         elif isinstance(ev, GpuSample):
             self.gpu[ev.device] = ev
             hist = self.gpu_history.setdefault(ev.device, deque(maxlen=GPU_HISTORY))

@@ -100,7 +100,12 @@ class TranscriptModel:
             self._current = entry
             self._changed(entry)
         elif isinstance(ev, RequestStarted):
-            self._for_request(ev.request_id)
+            entry = self._for_request(ev.request_id)
+            if ev.conversation:  # an attached server's request: which client conversation, which step
+                late = " (joined mid-request)" if ev.params.get("joined_late") else ""
+                entry.title = (f"conversation {ev.conversation} · step {ev.turn} · {ev.prompt_tokens} prompt "
+                               f"tokens · {ev.request_id}{late}")
+                self._changed(entry)
         elif isinstance(ev, AgentStepFinished):
             entry = self._for_step(ev.request_id, ev.step, ev.kind)
             entry.footer = step_footer(ev.latency_s, ev.ttft_s, ev.tokens, ev.ok)
@@ -119,6 +124,8 @@ class TranscriptModel:
                 entry.add_line("cancelled", "warning", "■ ")
             if entry.kind == "generation":
                 entry.footer = step_footer(ev.wall_s, ev.ttft_s, ev.output_tokens, not ev.cancelled)
+                if ev.cached_tokens:
+                    entry.footer += f" · {ev.cached_tokens} prompt tokens cached"
                 entry.open = False
             entry.final_text = ev.text
             if entry.kind in ("generation", "answer"):
@@ -155,6 +162,9 @@ class TranscriptModel:
             entry = self._new(Entry("end"))
             entry.add_line(f"session ended ({ev.reason})", "meta")
             self._current = None
+
+    def entry_for(self, request_id: str) -> Entry | None:
+        return self._by_request.get(request_id)
 
     def take_pending(self) -> list[Entry]:
         out, self.pending = self.pending, []

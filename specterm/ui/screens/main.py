@@ -28,6 +28,7 @@ from specterm.ui.widgets.gpu_panel import GpuPanel
 from specterm.ui.widgets.latency_panel import LatencyPanel
 from specterm.ui.widgets.legend import Legend
 from specterm.ui.widgets.prompt_input import PromptInput
+from specterm.ui.widgets.request_list import RequestList
 from specterm.ui.widgets.session_header import SessionHeader
 from specterm.ui.widgets.transcript import Transcript
 
@@ -38,6 +39,11 @@ HINT = (
     "Type a prompt below and press Enter. Each token is styled by its verdict (legend below): "
     "accepted drafts, the target's corrections, bonus tokens. F3 shows the rejected drafts, "
     "F2 hides the panels, Esc cancels a request, ctrl+p lists every command."
+)
+ATTACH_HINT = (
+    "Watching a vLLM server: each request its clients send appears here as the server runs it, every "
+    "token styled by its verdict (legend below). The requests list picks one for the panels; F3 shows "
+    "the rejected drafts, ctrl+p lists every command."
 )
 SHORT_HINT = "Tokens are styled by verdict (legend below). F3 rejected drafts · F2 panels · Esc cancel · ctrl+p commands."
 """After an intro: the two together must fit the transcript of an 80×24 terminal."""
@@ -96,7 +102,8 @@ class MainScreen(Screen):
         yield SessionHeader(state, id="header")
         with Horizontal(id="body"):
             with Vertical(id="main"):
-                hint = (f"{app.intro}\n\n{SHORT_HINT}" if app.intro else HINT) if state.mode == "live" else ""
+                hint = {"live": f"{app.intro}\n\n{SHORT_HINT}" if app.intro else HINT,
+                        "attach": ATTACH_HINT}.get(state.mode, "")
                 yield Transcript(id="transcript", hint=hint)
                 yield Legend(id="legend")
                 if state.mode == "live":
@@ -106,6 +113,8 @@ class MainScreen(Screen):
                         blink=not app.deterministic,
                     )
             with VerticalScroll(id="side"):
+                if state.mode == "attach":
+                    yield RequestList(state, id="requests")
                 yield AcceptancePanel(state, id="acceptance")
                 yield LatencyPanel(state, id="latency")
                 yield GpuPanel(state, idle_text=app.gpu_idle_text, id="gpu")
@@ -143,7 +152,7 @@ class MainScreen(Screen):
         if action in self._REPLAY_ONLY:
             return self._owner.replayer is not None
         if action in self._LIVE_ONLY:
-            return self._owner.replayer is None
+            return self._owner.state.mode == "live"
         return True
 
     def action_toggle_pause(self) -> None:

@@ -60,7 +60,7 @@ class SessionHeader(Widget):
         return " · ".join(parts)
 
     def render(self) -> Text:
-        badge = " REPLAY " if self.state.mode == "replay" else " LIVE "
+        badge = {"replay": " REPLAY ", "attach": " ATTACHED "}.get(self.state.mode, " LIVE ")
         right = (self.status + " ") if self.status else ""
         width = self.size.width or 80
         left = inert(self.describe())

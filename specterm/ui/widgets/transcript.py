@@ -182,6 +182,15 @@ class Transcript(ScrollView, can_focus=True):
         if removed_rows and self.scroll_y < self.max_scroll_y:  # scrolled up: keep what they read in view
             self.scroll_to(y=max(self.scroll_y - removed_rows, 0), animate=False, immediate=True)
 
+    def scroll_to_request(self, request_id: str) -> bool:
+        """Bring the entry of this engine request to the top of the view (False: not shown any more)."""
+        entry = self.model.entry_for(request_id)
+        index = self._index.get(id(entry)) if entry is not None else None
+        if index is None:
+            return False
+        self.scroll_to(y=self._tops[index], animate=False)
+        return True
+
     def clear(self) -> None:
         self.model = TranscriptModel()
         self._items, self._index, self._tops = [], {}, [0]

@@ -1,0 +1,91 @@
+"""The dashboard in ``attach`` mode (``specterm attach`` without --headless), under ``App.run_test``.
+
+The source here replays the events of a real attach session (``sample_sessions/attach_vllm_serve.jsonl``,
+recorded from ``vllm serve`` with n-gram speculation and three clients at once, one of them a two-step
+conversation) into the app's sink, as ``session.attach.Attach`` does from the socket; the socket half is
+``tests/test_attach.py``'s, on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from specterm.events import RequestStarted
+from specterm.session.reader import read_session
+from specterm.ui.attach_app import make_attach_app
+from specterm.ui.widgets.acceptance_panel import AcceptancePanel
+from specterm.ui.widgets.request_list import FOLLOW, RequestList
+from specterm.ui.widgets.session_header import SessionHeader
+from specterm.ui.widgets.transcript import Transcript
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_sessions" / "attach_vllm_serve.jsonl"
+
+
+class RecordedServer:
+    """Stands in for the socket: the recorded events of a real server, pushed from a worker thread."""
+
+    def __init__(self, sink) -> None:
+        self.addr = "ipc:///recorded/vllm.sock"
+        self.sink = sink
+        self.stopped = threading.Event()
+        data = read_session(SAMPLE)
+        self.events = [data.header, *data.events]
+
+    def run(self) -> None:
+        for ev in self.events:
+            if self.stopped.is_set():
+                return
+            self.sink(ev)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def attach_app():
+    app = make_attach_app("ipc:///recorded/vllm.sock", gpu=False, theme_dirs=(), deterministic=True)
+    app._attach_factory = RecordedServer
+    return app
+
+
+async def until(pilot, condition, tries: int = 500) -> None:
+    for _ in range(tries):
+        if condition():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError("condition never became true")
+
+
+def test_attach_lists_the_servers_requests_and_pins_the_one_picked():
+    started = [e for e in read_session(SAMPLE).events if isinstance(e, RequestStarted)]
+    assert len(started) == 4 and any(e.turn == 2 for e in started)
+
+    async def main():
+        app = attach_app()
+        async with app.run_test(size=(160, 48)) as pilot:
+            requests = app.query_one(RequestList)
+            await until(pilot, lambda: requests.option_count == 5)  # follow newest + 4 requests
+            assert "ATTACHED" in app.query_one(SessionHeader).render().plain
+            app.drain_now()
+            rows = "\n".join(app.query_one(Transcript).render_line(y).text for y in range(48))
+            step2 = next(e for e in started if e.turn == 2)
+            assert f"conversation {step2.conversation} · step 2" in rows
+            assert requests.get_option_at_index(0).id == FOLLOW
+            # pick the first request the server ran: the panels' request column follows it
+            first = started[0].request_id
+            index = next(i for i in range(requests.option_count) if requests.get_option_at_index(i).id == first)
+            requests.focus()
+            requests.highlighted = index
+            await pilot.press("enter")
+            await until(pilot, lambda: app.state.pinned_request == first)
+            assert app.state.current_request == first
+            # the acceptance panel's request column is that request's (8 tokens; the session has 86)
+            app.query_one(AcceptancePanel).flush()
+            want = app.state.summary.requests[first].stats.tokens
+            assert want != app.state.summary.session.tokens
+            # back to following the newest
+            requests.highlighted = 0
+            await pilot.press("enter")
+            await until(pilot, lambda: app.state.pinned_request is None)
+
+    asyncio.run(main())
