@@ -92,6 +92,10 @@ class Server:
                 self.proc.wait(10)
 
 
+started: list = []
+"""Every server and attach process a test started: stopped at the end of the module, failed tests too."""
+
+
 class Attacher:
     """``specterm attach --json`` as a user runs it, in a subprocess; events parsed from its stdout."""
 
@@ -102,6 +106,7 @@ class Attacher:
                 *extra]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True)
+        started.append(self)
         self.wait_for(lambda ev: ev.get("message", "").startswith("connected to"), 60)
 
     def events(self) -> list[dict]:
@@ -362,6 +367,7 @@ def test_server_killed_mid_stream_then_back(servers):
     # another server on the same socket (a small queue, for the next test): attach reconnects by itself
     again = Server(plain.model, tmp, "plain", spec=True, env={"SPECTERM_PUBLISH_BUFFER": "2"}).wait_ready()
     servers_restarted.append(again)
+    started.append(again)
     again.chat(PROMPTS[2], 8)
     att.wait_for(lambda e: "restarted" in e.get("message", ""), 60)
     att.wait_for(lambda e: e["type"] == "request_finished" and e["t"] > lost["t"] and e["finish_reason"] != "server stopped", 60)
@@ -373,6 +379,13 @@ def test_server_killed_mid_stream_then_back(servers):
 
 
 servers_restarted: list[Server] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_everything():
+    yield
+    for p in reversed(started):
+        p.stop()
 
 
 def test_publisher_drops_and_counts_instead_of_waiting(tmp_path):
@@ -406,13 +419,6 @@ def test_publisher_drops_and_counts_instead_of_waiting(tmp_path):
         stalled.close(linger=0)
         pub.close("test over")
     assert not path.exists()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _stop_restarted():
-    yield
-    for s in servers_restarted:
-        s.stop()
 
 
 def test_a_subscriber_that_stops_reading_costs_drops_not_requests(servers):

@@ -61,15 +61,28 @@ def handle(args: argparse.Namespace) -> int:
     check_address(addr)
     if args.headless or args.json:
         return run_headless(args, addr, token)
-    from specterm.ui.attach_app import run_attach_app
-
-    return run_attach_app(args, addr, token)
+    return run_dashboard(args, addr, token)
 
 
 def make_recorder(args: argparse.Namespace):
     from specterm.session.recorder import recorder_from_args
 
     return lambda header: recorder_from_args(args, header)
+
+
+def run_dashboard(args: argparse.Namespace, addr: str, token: str | None) -> int:
+    from specterm.ui.attach_app import make_attach_app
+
+    app = make_attach_app(addr, token=token, tokenizer=args.tokenizer, make_recorder=make_recorder(args),
+                          theme=args.theme)
+    try:
+        app.run()
+    finally:
+        for sink in app.attach_sinks:
+            sink.close()
+            if sink.recorder is not None:
+                print(f"specterm: recorded to {sink.recorder.path}")
+    return 0
 
 
 def run_headless(args: argparse.Namespace, addr: str, token: str | None) -> int:

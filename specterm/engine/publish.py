@@ -111,7 +111,6 @@ class Publisher:
         return self.peers > 0
 
     def send(self, msg: Any) -> bool:
-        zmq = self._zmq
         if self.fresh:
             self.fresh = False
             self._send(self.hello)
@@ -171,11 +170,12 @@ class PublishingScheduler(CapturingScheduler):
         if addr.lower() in ("off", "0", "none"):
             return
         buffer = int(os.environ.get(wire.ENV_BUFFER) or wire.DEFAULT_BUFFER)
-        self.publisher = Publisher(wire.endpoint(addr or None), os.environ.get(wire.ENV_TOKEN) or None,
-                                   hello_from(self.vllm_config), buffer)
+        rank = getattr(self.vllm_config.parallel_config, "data_parallel_rank", 0) or 0
+        self.publisher = Publisher(wire.for_rank(wire.endpoint(addr or None), rank),
+                                   os.environ.get(wire.ENV_TOKEN) or None, hello_from(self.vllm_config), buffer)
         atexit.register(self.publisher.close, "server exited")
-        log.warning("specterm: publishing verdicts on %s (specterm attach %s)", self.publisher.endpoint,
-                    "" if not addr else addr)
+        log.warning("specterm: publishing verdicts on %s; watch with: specterm attach %s", self.publisher.endpoint,
+                    self.publisher.endpoint)
 
     def schedule(self, *args, **kwargs):
         self._t_schedule = time.perf_counter()

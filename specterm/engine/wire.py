@@ -150,6 +150,18 @@ def endpoint(addr: str | None) -> str:
     return f"ipc://{Path(addr).expanduser().absolute()}"
 
 
+def for_rank(addr: str, rank: int) -> str:
+    """Data parallelism runs one EngineCore (one scheduler) per rank: rank r > 0 publishes beside rank 0,
+    at ``NAME-dpR.sock`` or port + r."""
+    if not rank:
+        return addr
+    if addr.startswith("tcp://"):
+        host, port = split_tcp(addr)
+        return f"tcp://{host}:{port + rank}"
+    path = Path(addr.removeprefix("ipc://"))
+    return f"ipc://{path.with_name(f'{path.stem}-dp{rank}{path.suffix}')}"
+
+
 def topic_for(addr: str, token: str | None) -> bytes:
     return token.encode() if addr.startswith("tcp://") and token else TOPIC
 

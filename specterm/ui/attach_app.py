@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from specterm.ui.app import SpecTermApp
@@ -23,20 +22,5 @@ def make_attach_app(addr: str, *, token: str | None = None, tokenizer: str | Non
 
     kwargs.setdefault("gpu", addr.startswith("ipc://"))  # a local server's GPU is this machine's
     app = SpecTermApp(mode="attach", attach=source, **kwargs)
-    app.attach_sinks = sinks  # closed by run_attach_app when the app exits
+    app.attach_sinks = sinks  # closed by the caller when the app exits (cli/attach.py)
     return app
-
-
-def run_attach_app(args: argparse.Namespace, addr: str, token: str | None) -> int:
-    from specterm.cli.attach import make_recorder
-
-    app = make_attach_app(addr, token=token, tokenizer=args.tokenizer, make_recorder=make_recorder(args),
-                          theme=args.theme)
-    try:
-        app.run()
-    finally:
-        for sink in app.attach_sinks:
-            sink.close()
-            if sink.recorder is not None:
-                print(f"specterm: recorded to {sink.recorder.path}")
-    return 0
