@@ -11,6 +11,8 @@ import asyncio
 import threading
 from pathlib import Path
 
+from test_ui_app import until
+
 from specterm.events import RequestStarted
 from specterm.session.reader import read_session
 from specterm.ui.attach_app import make_attach_app
@@ -46,14 +48,6 @@ def attach_app():
     app = make_attach_app("ipc:///recorded/vllm.sock", gpu=False, theme_dirs=(), deterministic=True)
     app._attach_factory = RecordedServer
     return app
-
-
-async def until(pilot, condition, tries: int = 500) -> None:
-    for _ in range(tries):
-        if condition():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError("condition never became true")
 
 
 def test_attach_lists_the_servers_requests_and_pins_the_one_picked():
