@@ -155,3 +155,34 @@ def test_replay_agent_session_wide(snap_compare):
     # A real multi-step agent session (the smollm2-agent pair): retrieval, two dependent tool calls, answer.
     app, run_before = replay_app("sql_agent_multistep.jsonl")
     assert snap_compare(app, terminal_size=WIDE, run_before=run_before)
+
+
+class _Quiet:
+    """An attach source that sends nothing: the snapshot feeds the recorded events itself, in order."""
+
+    addr = "ipc:///run/user/1000/specterm/vllm.sock"
+
+    def __init__(self, _sink) -> None:
+        pass
+
+    def run(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def attached(size):
+    from specterm.ui.attach_app import make_attach_app
+
+    app = make_attach_app(_Quiet.addr, gpu=False, theme_dirs=(), deterministic=True)
+    app._attach_factory = _Quiet
+    return app
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "narrow"])
+def test_attach_to_vllm_serve(snap_compare, size):
+    """``specterm attach`` on a real server's recorded stream: three clients at once, one of them a
+    two-step conversation; the requests list, conversation titles and the ATTACHED badge."""
+    data = sample_session("attach_vllm_serve.jsonl")
+    assert snap_compare(attached(size), terminal_size=size, run_before=feed([data.header, *data.events]))
