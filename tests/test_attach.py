@@ -388,6 +388,46 @@ def _stop_everything():
         p.stop()
 
 
+def test_tcp_needs_the_token_and_an_empty_subscription_gets_nothing():
+    """Over TCP the publisher grants one subscription, its token: a viewer without it (or with the
+    empty prefix that would match everything) is connected but receives nothing."""
+    import zmq
+
+    from specterm.engine import wire
+    from specterm.engine.publish import Publisher
+
+    with pytest.raises(ValueError, match="needs a token"):
+        Publisher(f"tcp://127.0.0.1:{_free_port()}", None, wire.Hello(version=1, model="m", tokenizer="t",
+                                                                     spec=None, pid=1))
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    pub = Publisher(addr, "s3cret", wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t", spec=None, pid=1))
+    ctx = zmq.Context.instance()
+    subs = {}
+    for name, topic in (("token", b"s3cret"), ("empty", b""), ("wrong", b"guess"), ("unix-topic", wire.TOPIC)):
+        s = ctx.socket(zmq.SUB)
+        s.setsockopt(zmq.SUBSCRIBE, topic)
+        s.connect(addr)
+        subs[name] = s
+    try:
+        deadline = time.monotonic() + 10
+        while pub.peers < 4 and time.monotonic() < deadline:
+            pub.poll()
+            time.sleep(0.02)
+        assert pub.peers == 4
+        for _ in range(20):
+            pub.send(wire.Batch(t=0.0, wall=0.0, dropped=0))
+            pub.poll()
+            time.sleep(0.02)
+        got = {name: s.poll(500) != 0 for name, s in subs.items()}
+        assert got == {"token": True, "empty": False, "wrong": False, "unix-topic": False}
+        topic, payload = subs["token"].recv_multipart()
+        assert topic == b"s3cret" and isinstance(wire.decode(payload), wire.Hello)
+    finally:
+        for s in subs.values():
+            s.close(linger=0)
+        pub.close("test over")
+
+
 def test_publisher_drops_and_counts_instead_of_waiting(tmp_path):
     """The socket half alone: a subscriber that never reads fills its queue (2 batches), and every
     further send returns at once, counted as dropped."""
