@@ -169,7 +169,9 @@ class Attach:
             return
         self._connected = up
         if up:
-            self._warn(f"connected to {self.addr}; requests appear as the server runs them")
+            tcp = " (over TCP only with the server's token: with another one nothing arrives)" \
+                if self.addr.startswith("tcp://") else ""
+            self._warn(f"connected to {self.addr}; requests appear as the server runs them{tcp}")
         else:
             self._server_gone(f"lost the server at {self.addr}; reconnecting by itself")
 

@@ -3,6 +3,8 @@ Numbers from ``specterm.stats`` (``agent_steps``, ``step_wall_s``, per-request s
 
 from __future__ import annotations
 
+import statistics
+
 from rich.style import Style
 from rich.text import Text
 
@@ -47,13 +49,23 @@ class LatencyPanel(Panel):
             # No agent: per request instead (plain chat, `run` sessions).
             done = [r for r in summary.requests.values() if r.wall_s]
             if done:
-                r = done[-1]
-                out.append("last request\n", styles["meta"])
+                picked = summary.requests.get(self.state.pinned_request or "")
+                r = picked if picked is not None and picked.wall_s else done[-1]
+                out.append("picked request\n" if r is picked else "last request\n", styles["meta"])
                 out.append(
                     f"{r.wall_s:.2f} s · TTFT {fmt_opt(None if r.ttft_s is None else r.ttft_s * 1000, '.0f')} ms"
                     f" · {r.stats.tokens} tok · {fmt_opt(r.tokens_per_s, '.1f')} tok/s\n",
                     styles["body"],
                 )
+                if len(done) > 1:  # a server's many requests (attach): their medians
+                    ttfts = [x.ttft_s for x in done if x.ttft_s is not None]
+                    ttft = statistics.median(ttfts) * 1000 if ttfts else None
+                    out.append(f"{len(done)} req median\n" if compact else f"{len(done)} requests, median\n",
+                               styles["meta"])
+                    out.append(f"{statistics.median(x.wall_s for x in done):.2f}s TTFT {fmt_opt(ttft, '.0f')}ms\n"
+                               if compact else
+                               f"{statistics.median(x.wall_s for x in done):.2f} s · TTFT {fmt_opt(ttft, '.0f')} ms\n",
+                               styles["body"])
         walls = summary.step_wall_s
         if walls:
             mean_ms = sum(walls) / len(walls) * 1000
