@@ -104,7 +104,13 @@ def test_engine_failed_to_start(snap_compare):
 
 
 def test_no_gpu_panel(snap_compare):
-    status = GpuStatus(state="no_driver", message="NVML library not found (no NVIDIA driver)")
+    """A machine without NVIDIA's library: what the sampler says there (its own classification), once."""
+    import pynvml
+
+    from specterm.telemetry.errors import classify
+
+    state, message = classify(pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), pynvml)
+    status = GpuStatus(state=state, message=message)
     assert snap_compare(live(), terminal_size=MID, run_before=feed([status, *demo_events()]))
 
 

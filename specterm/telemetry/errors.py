@@ -23,7 +23,7 @@ RETRY_STATES = frozenset({DEVICE_LOST, ERROR})
 # (NVML constant name, state, message). Order does not matter; codes are unique.
 _TABLE: tuple[tuple[str, str, str], ...] = (
     ("NVML_ERROR_LIBRARY_NOT_FOUND", NO_DRIVER,
-     "no NVIDIA driver: libnvidia-ml.so.1 not found, so no NVIDIA GPU telemetry"),
+     "no NVIDIA GPU (no driver): libnvidia-ml.so.1 not found"),
     ("NVML_ERROR_DRIVER_NOT_LOADED", NO_DRIVER,
      "NVIDIA driver not loaded: NVML is installed but the kernel module is not running"),
     ("NVML_ERROR_LIB_RM_VERSION_MISMATCH", NO_DRIVER,

@@ -18,7 +18,7 @@ from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
 
 STATE_TEXT = {
-    "no_driver": "no NVIDIA GPU (no NVIDIA driver / NVML)",
+    "no_driver": "no NVIDIA GPU (no driver)",
     "no_gpu": "no NVIDIA GPU",
     "permission": "GPU counters not permitted",
     "device_lost": "GPU lost — retrying",
@@ -36,6 +36,13 @@ class GpuPanel(Panel):
         out = Text(no_wrap=False, overflow="fold")
         status = self.state.gpu_status
         if status is not None and status.state != "ok":
+            if status.state in ("no_driver", "no_gpu"):
+                # No GPU here: one statement, not a headline and then the same fact again. The
+                # sampler's message is the precise one (which library, or a driver not loaded).
+                head, message = STATE_TEXT[status.state], inert(status.message)
+                line = message if message.startswith(head) else (f"{head}: {message}" if message else head)
+                out.append(line, styles["warning"])
+                return out
             out.append(STATE_TEXT.get(status.state, f"GPU: {inert(status.state)}"), styles["warning"])
             if status.message:
                 out.append("\n")
