@@ -14,6 +14,17 @@ from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
 
 ROWS = 6
+STEP_LABELS = {"validate": "check", "retrieve": "lookup", "tool_call": "call", "tool": "tool", "answer": "answer"}
+"""What each agent step did, in a word that fits the column (``tool_call`` cut to "tool ca" said nothing)."""
+
+
+def _secs(s: float) -> str:
+    """At most 5 characters: ``0.05s``, ``3.86s``, ``12.3s``, ``124s``; columns never run together."""
+    return f"{s:.2f}s" if s < 10 else (f"{s:.1f}s" if s < 100 else f"{s:.0f}s")
+
+
+def _rate(rate: float | None) -> str:
+    return fmt_opt(rate, ".1f" if rate is not None and rate < 100 else ".0f")
 
 
 class LatencyPanel(Panel):
@@ -28,23 +39,20 @@ class LatencyPanel(Panel):
         rows = summary.agent_steps[-(3 if compact else ROWS) :]
         if rows and compact:
             # Narrow layout (80x24): time and tok/s only.
-            out.append(f"{'step':<9}{'time':>6}{'tok/s':>7}\n", styles["meta"])
+            out.append(f"{'step':<8} {'time':>5} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
                 rate = s.tokens / s.latency_s if s.tokens and s.latency_s else None
-                out.append(f"{s.step} {s.kind.replace('_', ' ')}"[:8].ljust(9), styles["meta"] if s.ok else styles["error"])
-                out.append(f"{s.latency_s:>5.2f}s{fmt_opt(rate, '.1f'):>7}\n", styles["body"])
+                out.append(f"{s.step} {STEP_LABELS.get(s.kind, s.kind)}"[:8].ljust(9),
+                           styles["meta"] if s.ok else styles["error"])
+                out.append(f"{_secs(s.latency_s):>5} {_rate(rate):>5}\n", styles["body"])
         elif rows:
-            out.append(f"{'step':<10}{'time':>6}{'TTFT':>6}{'tok':>5}{'tok/s':>7}\n", styles["meta"])
+            out.append(f"{'step':<9} {'time':>5} {'TTFT':>5} {'tok':>4} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
                 rate = s.tokens / s.latency_s if s.tokens and s.latency_s else None
-                ttft = None if s.ttft_s is None else s.ttft_s * 1000
-                label = f"{s.step} {s.kind.replace('_', ' ')}"[:9]
-                out.append(f"{label:<10}", styles["meta"] if s.ok else styles["error"])
-                ttft_txt = "–" if ttft is None else f"{ttft:.0f}ms"
-                out.append(
-                    f"{s.latency_s:>5.2f}s{ttft_txt:>6}{s.tokens or '–':>5}{fmt_opt(rate, '.1f'):>7}\n",
-                    styles["body"],
-                )
+                label = f"{s.step} {STEP_LABELS.get(s.kind, s.kind)}"[:9]
+                out.append(f"{label:<9} ", styles["meta"] if s.ok else styles["error"])
+                ttft = "–" if s.ttft_s is None else (f"{s.ttft_s * 1000:.0f}ms" if s.ttft_s < 1 else _secs(s.ttft_s))
+                out.append(f"{_secs(s.latency_s):>5} {ttft:>5} {s.tokens or '–':>4} {_rate(rate):>5}\n", styles["body"])
         else:
             # No agent: per request instead (plain chat, `run` sessions).
             done = [r for r in summary.requests.values() if r.wall_s]
