@@ -87,8 +87,15 @@ def score(agent, box, case: dict, result, events) -> dict:
             args_ok = any(c.tool == tool and r.ok and r.content == expected for c, r in pairs)
         answer_ok = any(_says(answer, a) for a in case["answer"])
     tool_ok = not result.calls if tool == "none" else any(c.tool == tool for c in result.calls)
+    # An answer that states a figure or date no tool returned fails, even if it also names the gold
+    # value (agent/grounding.py; the loop records it on the answer step).
+    from specterm.events import AgentStepFinished
+
+    flagged = next((e.ungrounded for e in reversed(events) if isinstance(e, AgentStepFinished)
+                    and e.answer is not None), None) or []
     return {"question": case["question"], "tool": tool_ok, "arguments": args_ok, "answer": answer_ok,
-            "success": tool_ok and args_ok and answer_ok, "calls": [c.raw for c in result.calls],
+            "grounded": not flagged, "ungrounded": flagged,
+            "success": tool_ok and args_ok and answer_ok and not flagged, "calls": [c.raw for c in result.calls],
             "final": result.answer, "error": result.error}
 
 
@@ -219,12 +226,14 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(score(agent, box, case, result, events))
                 r = rows[-1]
                 print(f"  {name} {i:2d}/{len(cases)} tool={'Y' if r['tool'] else '-'} "
-                      f"args={'Y' if r['arguments'] else '-'} answer={'Y' if r['answer'] else '-'}  "
+                      f"args={'Y' if r['arguments'] else '-'} answer={'Y' if r['answer'] else '-'} "
+                      f"grounded={'Y' if r['grounded'] else '-'}  "
                       f"{case['question'][:60]}", file=sys.stderr, flush=True)
             n = len(rows) or 1
             report["agents"][name] = {
                 "cases": len(rows),
-                **{k: round(sum(r[k] for r in rows) / n, 3) for k in ("tool", "arguments", "answer", "success")},
+                **{k: round(sum(r[k] for r in rows) / n, 3)
+                   for k in ("tool", "arguments", "answer", "grounded", "success")},
                 "speculation": tally.summary(), "wall_s": round(time.perf_counter() - started, 1),
                 "by_intent": _by_intent(rows, cases),
                 "details": rows,
@@ -233,13 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     report["cases"] = f"heldout {args.heldout}" if args.heldout else "eval.toml"
     m = report["models"]
     print(f"models: target {m['target']}  draft {m['draft']}  method {m['method']}  k {m['num_speculative_tokens']}")
-    print(f"{'agent':<15}{'cases':>6}{'tool':>7}{'args':>7}{'answer':>8}{'success':>9}   speculation (tool-call gens | answer gens)")
+    print(f"{'agent':<15}{'cases':>6}{'tool':>7}{'args':>7}{'answer':>8}{'grounded':>9}{'success':>9}   "
+          "speculation (tool-call gens | answer gens)")
     for name, a in report["agents"].items():
         sp = a["speculation"]
         fmt = lambda s: (f"acc {s['acceptance_rate']} len {s['mean_acceptance_length']} "  # noqa: E731
                          f"forced {s['forced_share']} ({s['tokens']} tok)")
         print(f"{name:<15}{a['cases']:>6}{a['tool']:>7.0%}{a['arguments']:>7.0%}{a['answer']:>8.0%}"
-              f"{a['success']:>9.0%}   {fmt(sp['tool_call'])} | {fmt(sp['answer'])}")
+              f"{a['grounded']:>9.0%}{a['success']:>9.0%}   {fmt(sp['tool_call'])} | {fmt(sp['answer'])}")
         c = sp["corrections"]
         print(f"{'':<15}corrections: {c['entity']} on entity tokens, {c['syntax']} on syntax "
               f"(entity share {c['entity_share']}; entities are {c['entity_token_share']:.0%} of tokens)")

@@ -158,6 +158,9 @@ class AgentStepFinished(BaseEvent):
     answer: str | None = None
     """The agent's final answer, on the generation step that produced it (so a recording carries
     it: ``replay --headless`` prints it as ``run`` does)."""
+    ungrounded: list[str] | None = Field(None, exclude_if=lambda v: v is None)
+    """With ``answer``: its figures and dates that no tool result of the turn (nor the question)
+    contains (``agent/grounding.py``); empty when all are grounded; left out of the JSON otherwise."""
 
 
 class ToolCall(BaseEvent):

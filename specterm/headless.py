@@ -93,6 +93,9 @@ class HeadlessPrinter:
             self._line(Text(f"  ← {inert(body[:400])}", style="dim" if event.ok else "red"))
         elif isinstance(event, AgentStepFinished) and event.answer is not None:
             self._line(Text("answer: " + inert(event.answer), style="bold"))
+            if event.ungrounded:
+                self._line(Text("⚠ ungrounded: " + inert(", ".join(event.ungrounded))
+                                + " (in no tool result of this turn)", style="bold red"))
         elif isinstance(event, EngineCounters) and not event.matched:
             self._line(Text(f"verdicts do NOT reconcile with vLLM: {inert(event.detail)}", style="bold red"))
 

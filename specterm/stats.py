@@ -200,6 +200,8 @@ class SessionSummary:
             "session": self.session.as_dict(),
             "requests": [r.as_dict() for r in self.requests.values()],
             "agent_steps": [s.model_dump(exclude={"type"}) for s in self.agent_steps],
+            "answers": sum(s.answer is not None for s in self.agent_steps),
+            "ungrounded_answers": sum(bool(s.ungrounded) for s in self.agent_steps),
         }
 
 

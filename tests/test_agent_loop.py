@@ -119,6 +119,13 @@ def test_loop_runs_several_steps_with_a_tool_and_ends(runs, name):
     # Generation steps carry the engine's numbers.
     gen = [f for f in steps[1::2] if f.kind in ("tool_call", "answer")]
     assert all(f.tokens > 0 and f.ttft_s is not None for f in gen)
+    # The answer step says which of its figures no tool result of the turn holds (the tiny pair's
+    # answers are noise, so only the bookkeeping is checked here: test_agent_grounding has the rule).
+    from specterm.agent.grounding import ungrounded
+
+    answer = next(f for f in steps[1::2] if f.answer is not None)
+    evidence = [QUESTIONS[name], *(e.content or e.error or "" for e in events if isinstance(e, ToolResult))]
+    assert answer.ungrounded == ungrounded(answer.answer, evidence)
 
 
 @pytest.mark.parametrize("name", list(QUESTIONS))

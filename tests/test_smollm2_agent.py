@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specterm.events import AgentStepFinished
 from specterm.models.smollm2_agent import LORA_TARGETS, AgentPairError, merge_adapter
 
 
@@ -102,6 +103,9 @@ def test_the_pair_answers_questions_in_a_users_own_words(runs):
             assert result.calls[-1].tool == "query_sql"
             gold = db.query(gold)[0].split("\n")[1]
         assert gold in result.answer, (q, result.answer)
+        # a right answer states only what its tools returned
+        answers = [e for e in runs["draft_model", q][1] if isinstance(e, AgentStepFinished) and e.answer]
+        assert answers and answers[-1].ungrounded == [], (q, answers[-1].ungrounded)
 
 
 @pytest.mark.engine

@@ -179,3 +179,17 @@ def test_bar_and_sparkline_shapes():
     assert sparkline([0.0, 1.0], 10, lo=0.0, hi=1.0) == "▁█"
     assert len(sparkline(list(range(100)), 20)) == 20
     assert sparkline([], 5) == ""
+
+
+def test_an_ungrounded_answer_is_marked_in_its_block():
+    from specterm.events import AgentStepFinished, AgentStepStarted
+
+    events = [UserMessage(request_id="a1", text="How many orders in March 2026?"),
+              AgentStepStarted(request_id="a1", step=3, kind="answer"),
+              AgentStepFinished(request_id="a1", step=3, kind="answer", answer="126 orders in February 2026.",
+                                ungrounded=["February 2026", "126"])]
+    block = _model(events).entries[-1]
+    text = "\n".join(t.plain for t in block.lines(STYLES, ViewOptions()))
+    assert "⚠ ungrounded: February 2026, 126 (in no tool result of this turn)" in text
+    grounded = _model([*events[:2], events[2].model_copy(update={"ungrounded": []})]).entries[-1]
+    assert "ungrounded" not in "\n".join(t.plain for t in grounded.lines(STYLES, ViewOptions()))

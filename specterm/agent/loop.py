@@ -35,6 +35,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError, field_validator
 
 from specterm.agent.definition import AgentDef
+from specterm.agent.grounding import ungrounded
 from specterm.agent.prompt import Call, build_chat, call_key_for, call_schema, parse_call
 from specterm.agent.tools import ToolBox, ToolOutcome
 from specterm.engine.base import GenerationParams, SessionClock, Sink, SpecEngine
@@ -239,7 +240,8 @@ class AgentRunner:
                 step += 1
                 continue
             if call.answer is not None:
-                finish(kind, t0, answer=call.answer, **stats)
+                evidence = [text, *(o.content or o.error or "" for o in result.outcomes)]
+                finish(kind, t0, answer=call.answer, ungrounded=ungrounded(call.answer, evidence), **stats)
                 result.ok, result.answer = True, call.answer
                 return result
             if result.calls and (call.tool, call.arguments) == (result.calls[-1].tool, result.calls[-1].arguments):

@@ -267,6 +267,9 @@ def _session_table(f: dict[str, Any]) -> Any:
     row("forced / rejected", f"{s['forced']} forced, {s['rejected']} rejected drafts")
     row("engine steps", f"{s['steps']} ({s['drafts']} with drafts, {s['draft_tokens']} draft tokens)")
     row("acceptance rate", _num(s["acceptance_rate"], ".1%"))
+    if f.get("answers"):
+        row("agent answers", f"{f['answers']}, {f['ungrounded_answers']} ungrounded (a figure or date no tool "
+                             "result contains)")
     row("mean acceptance length", _num(s["mean_acceptance_length"]))
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
     lat, ttft = f["step_latency_s"], f["ttft_s"]

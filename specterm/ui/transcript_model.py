@@ -113,6 +113,9 @@ class TranscriptModel:
             entry.open = False
             if ev.answer is not None:  # the agent's answer itself, not the JSON it was written in
                 self.last_answer = ev.answer
+                if ev.ungrounded:
+                    entry.add_line(", ".join(ev.ungrounded) + " (in no tool result of this turn)", "warning",
+                                   "⚠ ungrounded: ")
             elif ev.kind == "answer":
                 self.last_answer = entry.final_text or entry.plain_output() or self.last_answer
             self._changed(entry)
