@@ -193,3 +193,19 @@ def test_an_ungrounded_answer_is_marked_in_its_block():
     assert "⚠ ungrounded: February 2026, 126 (in no tool result of this turn)" in text
     grounded = _model([*events[:2], events[2].model_copy(update={"ungrounded": []})]).entries[-1]
     assert "ungrounded" not in "\n".join(t.plain for t in grounded.lines(STYLES, ViewOptions()))
+
+
+def test_the_answer_reads_as_text_and_its_tokens_are_one_toggle_away():
+    """A real agent turn (recorded from the engine): the answering step generated a JSON call; the
+    block shows the answer itself, and the verdict-coloured call on request."""
+    from pathlib import Path
+
+    from specterm.session.reader import read_session
+
+    data = read_session(Path(__file__).resolve().parent.parent / "sample_sessions" / "sql_agent_multistep.jsonl")
+    block = _model(data.events).entries[-2]  # the last is the session's end
+    text = "\n".join(t.plain for t in block.lines(STYLES, ViewOptions()))
+    assert block.label.endswith("· answer") and block.answer and block.answer in text
+    assert '"answer"' not in text  # not the JSON it was generated as
+    raw = "\n".join(t.plain for t in block.lines(STYLES, ViewOptions(show_answer_tokens=True)))
+    assert '"answer"' in raw and block.plain_output() in raw.replace("\n", "")

@@ -46,6 +46,8 @@ KIND_TITLES = {
 class ViewOptions:
     show_rejected: bool = False
     show_forced: bool = True
+    show_answer_tokens: bool = False
+    """An answer step shows the answer as text; on, the call it was generated as, token by token."""
 
 
 def _cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -137,6 +139,9 @@ class Entry:
     version: int = 0
     final_text: str = ""
     """The request's own final text (``request_finished.text``), preferred for "copy answer"."""
+    answer: str | None = None
+    """The agent's answer, when this step produced it: shown as text in place of the generated call
+    (``ViewOptions.show_answer_tokens`` brings the verdict-coloured tokens back)."""
     _key: Any = field(default=None, repr=False, compare=False)
     _static: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
     """Styled lines of the title, ``Line`` parts and footer, for the styles and options in ``_key``."""
@@ -174,9 +179,16 @@ class Entry:
         if title is None or title.plain != self.label:
             title = static["title"] = Text(self.label, styles["title"])
         out = [title]
+        as_text = self.answer is not None and not opts.show_answer_tokens
+        if as_text:
+            answer = static.get("answer")
+            if answer is None:
+                answer = static["answer"] = list(Text(inert(self.answer), styles["body"]).split("\n", allow_blank=True))
+            out.extend(answer)
         for i, part in enumerate(self.parts):
             if isinstance(part, TokensPart):
-                out.extend(part.lines(styles, opts))
+                if not as_text:
+                    out.extend(part.lines(styles, opts))
                 continue
             cached = static.get(i)
             if cached is None:  # Line parts never change once added: split and styled once

@@ -113,6 +113,8 @@ class TranscriptModel:
             entry.open = False
             if ev.answer is not None:  # the agent's answer itself, not the JSON it was written in
                 self.last_answer = ev.answer
+                entry.answer = ev.answer
+                entry.title = f"step {ev.step} · answer"  # what the step did, whatever it was generated as
                 if ev.ungrounded:
                     entry.add_line(", ".join(ev.ungrounded) + " (in no tool result of this turn)", "warning",
                                    "⚠ ungrounded: ")

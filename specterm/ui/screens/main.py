@@ -11,6 +11,7 @@ wiring: event sources, the event pump and live requests. The screen reaches the 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Iterable, Protocol
 
@@ -86,6 +87,7 @@ class MainScreen(Screen):
         Binding("f2", "toggle_panels", "panels"),
         Binding("f3,r", "toggle_rejected", "rejected"),
         Binding("f4,f", "toggle_forced", "forced"),
+        Binding("f5,a", "toggle_answer_tokens", "tokens"),
         Binding("f8", "copy_answer", "copy", show=False),
     ]
     _REPLAY_ONLY = {"toggle_pause", "step", "end", "faster", "slower"}
@@ -129,10 +131,13 @@ class MainScreen(Screen):
         self.query_one(Legend).set_options(options)
 
     def action_toggle_rejected(self) -> None:
-        self._set_options(ViewOptions(not self.options.show_rejected, self.options.show_forced))
+        self._set_options(replace(self.options, show_rejected=not self.options.show_rejected))
 
     def action_toggle_forced(self) -> None:
-        self._set_options(ViewOptions(self.options.show_rejected, not self.options.show_forced))
+        self._set_options(replace(self.options, show_forced=not self.options.show_forced))
+
+    def action_toggle_answer_tokens(self) -> None:
+        self._set_options(replace(self.options, show_answer_tokens=not self.options.show_answer_tokens))
 
     def action_toggle_panels(self) -> None:
         self.query_one("#side").toggle_class("-hidden")
@@ -209,6 +214,8 @@ class MainScreen(Screen):
         """This screen's command-palette entries (the app's ``get_system_commands`` yields them)."""
         yield SystemCommand("Toggle rejected drafts", "Show draft tokens the target threw away, struck through", self.action_toggle_rejected)
         yield SystemCommand("Toggle forced marks", "Dim tokens the grammar forced (no real choice)", self.action_toggle_forced)
+        yield SystemCommand("Toggle answer tokens", "Show an answer as text, or as the call it was generated as, "
+                            "token by token in verdict colours", self.action_toggle_answer_tokens)
         yield SystemCommand("Toggle panels", "Show or hide the side panels", self.action_toggle_panels)
         yield SystemCommand("Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer)
         if self._owner.replayer is not None:
