@@ -488,3 +488,16 @@ def test_a_subscriber_that_stops_reading_costs_drops_not_requests(servers):
     drop = att.wait_for(lambda e: "dropped by the server" in e.get("message", ""), 60)
     assert int(drop["message"].split()[0]) > 0
     att.stop()
+
+
+def test_an_unreadable_message_is_a_warning_and_another_version_one_line():
+    from specterm.engine import wire
+    from specterm.session.attach import Attach, AttachError
+
+    events = []
+    attach = Attach("ipc:///nowhere/vllm.sock", events.append)
+    attach.handle(b"not msgpack at all")
+    assert events and events[-1].level == "warning" and "cannot read" in events[-1].message
+    newer = wire.ENCODER.encode(wire.Hello(version=wire.WIRE_VERSION + 1, model="m", tokenizer="t", spec=None, pid=1))
+    with pytest.raises(AttachError, match=f"event version {wire.WIRE_VERSION + 1}"):
+        attach.handle(newer)

@@ -188,6 +188,9 @@ class Attach:
         except wire.VersionMismatch as err:
             raise AttachError(f"the server at {self.addr} publishes event version {err}; this specterm reads "
                               f"version {wire.WIRE_VERSION}: use the same specterm on both sides") from None
+        except (wire.msgspec.DecodeError, wire.msgspec.ValidationError) as err:  # garbage: say so, go on
+            self._warn(f"skipped a message this specterm cannot read ({err})")
+            return
         if isinstance(msg, wire.Hello):
             self._on_hello(msg)
         elif isinstance(msg, wire.Batch):
