@@ -111,8 +111,8 @@ def main() -> int:
     spec = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4})
     common = ["--host", "127.0.0.1", "--enforce-eager", "--dtype", "float32", "--max-model-len", "2048",
               "--max-num-seqs", str(max(levels)), "--speculative-config", spec]
-    env = {"VLLM_CPU_KVCACHE_SPACE": "2"}
     tmp = Path(tempfile.mkdtemp(prefix="specterm-attach-bench-"))
+    env = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"), "VLLM_NO_USAGE_STATS": "1"}
     sock = tmp / "vllm.sock"
     ports = {"default": free_port(), "publishing": free_port()}
     procs = {

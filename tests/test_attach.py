@@ -54,7 +54,9 @@ class Server:
                 "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # for tools= with tool_choice
         if spec:
             argv += ["--speculative-config", NGRAM]
-        full_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", **(env or {})}
+        # vLLM's own cache (model info, compile cache) goes to the module's temp dir, not ~/.cache/vllm
+        full_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
+                    "VLLM_NO_USAGE_STATS": "1", **(env or {})}
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env,
                                          start_new_session=True)
