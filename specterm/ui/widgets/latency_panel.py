@@ -18,6 +18,11 @@ STEP_LABELS = {"validate": "check", "retrieve": "lookup", "tool_call": "call", "
 """What each agent step did, in a word that fits the column (``tool_call`` cut to "tool ca" said nothing)."""
 
 
+def _label(step) -> str:
+    """The step that answered is "answer" whatever it was generated as (the transcript's title too)."""
+    return "answer" if step.answer is not None else STEP_LABELS.get(step.kind, step.kind)
+
+
 def _secs(s: float) -> str:
     """At most 5 characters: ``0.05s``, ``3.86s``, ``12.3s``, ``124s``; columns never run together."""
     return f"{s:.2f}s" if s < 10 else (f"{s:.1f}s" if s < 100 else f"{s:.0f}s")
@@ -42,14 +47,14 @@ class LatencyPanel(Panel):
             out.append(f"{'step':<8} {'time':>5} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
                 rate = s.tokens / s.latency_s if s.tokens and s.latency_s else None
-                out.append(f"{s.step} {STEP_LABELS.get(s.kind, s.kind)}"[:8].ljust(9),
+                out.append(f"{s.step} {_label(s)}"[:8].ljust(9),
                            styles["meta"] if s.ok else styles["error"])
                 out.append(f"{_secs(s.latency_s):>5} {_rate(rate):>5}\n", styles["body"])
         elif rows:
             out.append(f"{'step':<9} {'time':>5} {'TTFT':>5} {'tok':>4} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
                 rate = s.tokens / s.latency_s if s.tokens and s.latency_s else None
-                label = f"{s.step} {STEP_LABELS.get(s.kind, s.kind)}"[:9]
+                label = f"{s.step} {_label(s)}"[:9]
                 out.append(f"{label:<9} ", styles["meta"] if s.ok else styles["error"])
                 ttft = "–" if s.ttft_s is None else (f"{s.ttft_s * 1000:.0f}ms" if s.ttft_s < 1 else _secs(s.ttft_s))
                 out.append(f"{_secs(s.latency_s):>5} {ttft:>5} {s.tokens or '–':>4} {_rate(rate):>5}\n", styles["body"])
