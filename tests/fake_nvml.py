@@ -1,7 +1,8 @@
 """FakeNvml: a stand-in for the ``pynvml`` module, for tests and the overhead benchmark only.
 
-There is no NVIDIA GPU or driver on the machines these tests run on, so the sampler is driven through
-this fake. It mimics only the pynvml functions specterm uses, with the same names, signatures and
+The tests hold with and without an NVIDIA GPU, so the sampler is driven through this fake, and the
+no-driver path through the *real* pynvml with NVIDIA's library hidden (``without_nvml_library``):
+never through whatever the machine happens to have. The fake mimics only the pynvml functions specterm uses, with the same names, signatures and
 failure style: errors are raised as the *real* ``pynvml.NVMLError`` (which maps a return code to its
 subclass), and the constants and the ``c_nvmlGpmMetricsGet_t`` ctypes struct are the real ones, so the
 sampler's struct handling is exercised as it would be against the driver.
@@ -303,3 +304,21 @@ class FakeNvml:
         # The value scripted for the interval that ends at this sample.
         self._samples[self._address(sample)] = (target, self._seq, float(self._bw[target]()))
         return sample
+
+
+def _no_library(name: str, *args: Any, **kwargs: Any) -> Any:
+    raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+
+def hide_nvml_library(module: Any = _real) -> None:
+    """For a process of its own (a subprocess under test): the real pynvml cannot load NVIDIA's
+    library, as on a machine without the driver; its ``nvmlInit`` raises the real
+    ``NVMLError_LibraryNotFound`` from pynvml's own loading code."""
+    module.nvmlLib = None  # a GPU machine may have loaded it already
+    module.CDLL = _no_library
+
+
+def without_nvml_library(monkeypatch: Any) -> None:
+    """``hide_nvml_library`` for one test (``monkeypatch`` puts the library back afterwards)."""
+    monkeypatch.setattr(_real, "nvmlLib", None)
+    monkeypatch.setattr(_real, "CDLL", _no_library)
