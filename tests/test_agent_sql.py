@@ -61,7 +61,7 @@ HOSTILE = [
     "CREATE TABLE evil (x)",
     "ALTER TABLE orders ADD COLUMN x",
     "CREATE TEMP TABLE t AS SELECT 1",
-    "ATTACH DATABASE '/tmp/specterm-evil.db' AS evil",
+    "ATTACH DATABASE '{evil}' AS evil",  # {evil}: a path in the test's tmp_path, checked afterwards
     "PRAGMA writable_schema = 1",
     "PRAGMA user_version = 7",
     "PRAGMA journal_mode",
@@ -75,7 +75,9 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("sql", HOSTILE)
-def test_writes_ddl_attach_pragma_and_multiple_statements_are_refused(box, sql):
+def test_writes_ddl_attach_pragma_and_multiple_statements_are_refused(box, sql, tmp_path):
+    evil = tmp_path / "specterm-evil.db"  # where an ATTACH that got through would create a database
+    sql = sql.replace("{evil}", str(evil))
     path = box.db().path
     before = sha(path)
     out = box.call("query_sql", {"sql": sql})
@@ -85,7 +87,16 @@ def test_writes_ddl_attach_pragma_and_multiple_statements_are_refused(box, sql):
         # The authorizer names the action it denied (DROP TABLE first deletes from sqlite_master).
         assert any(f"denied: {a}" in out.error for a in ("DELETE", "ATTACH", "UPDATE", "PRAGMA")), out.error
     assert sha(path) == before
-    assert not (path.parent / "specterm-evil.db").exists()
+    assert not evil.exists()
+
+
+def test_an_attach_that_got_through_would_leave_the_file_the_check_looks_for(tmp_path):
+    # What keeps the check above honest: outside the guards, that very statement creates the file.
+    evil = tmp_path / "specterm-evil.db"
+    conn = sqlite3.connect(":memory:")
+    conn.execute(next(sql for sql in HOSTILE if sql.startswith("ATTACH")).replace("{evil}", str(evil)))
+    conn.close()
+    assert evil.exists()
 
 
 def test_even_without_the_authorizer_the_file_is_read_only(box):
