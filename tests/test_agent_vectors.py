@@ -52,15 +52,22 @@ def test_the_index_is_built_once_and_reused(docs, store):
     assert again.passages == store.passages and np.array_equal(again.matrix, store.matrix)
 
 
-def test_a_changed_document_triggers_a_rebuild(docs, store):
-    path = docs / "docs" / "deploy_policy.md"
+def test_a_changed_document_triggers_a_rebuild(docs, store, tmp_path):
+    # Its own copy of the docs and the built index: the module's are shared by the other tests.
+    own = tmp_path / "own"
+    shutil.copytree(docs / "docs", own / "docs")
+    shutil.copy2(docs / "index.sqlite", own / "index.sqlite")
+    assert not VectorStore(own / "docs", own / "index.sqlite").rebuilt  # the copy is the built index
+    path = own / "docs" / "deploy_policy.md"
     path.write_text(path.read_text() + "\nThe zebra crossing policy: giraffes deploy only on Sundays.\n")
-    changed = VectorStore(docs / "docs", docs / "index.sqlite")
+    changed = VectorStore(own / "docs", own / "index.sqlite")
     assert changed.rebuilt
     assert changed.search("when may giraffes deploy?", 1)[0].text.startswith("The zebra crossing policy")
-    (docs / "docs" / "deploy_policy.md").unlink()
-    removed = VectorStore(docs / "docs", docs / "index.sqlite")
+    path.unlink()
+    removed = VectorStore(own / "docs", own / "index.sqlite")
     assert removed.rebuilt and all(p[0] != "deploy_policy.md" for p in removed.passages)
+    assert (docs / "docs" / "deploy_policy.md").is_file()  # the shared docs are as they were
+    assert not VectorStore(docs / "docs", docs / "index.sqlite").rebuilt
 
 
 def test_passages_keep_the_title_for_embedding_and_cut_long_text():
