@@ -67,9 +67,9 @@ def main() -> int:
     args = ap.parse_args()
     from specterm.bench.workloads import builtin_prompts
     from specterm.engine import EngineConfig, GenerationParams
-    from specterm.models.defaults import ensure_default_models
+    from specterm.models.defaults import ensure_small_models
 
-    target, draft = (str(p) for p in ensure_default_models(log=lambda m: print(m, file=sys.stderr)))
+    target, draft = (str(p) for p in ensure_small_models(log=lambda m: print(m, file=sys.stderr)))
     prompts, params = builtin_prompts("toolcalls"), GenerationParams(max_tokens=args.max_tokens)
     for method in (None, "draft_model", "ngram"):
         profile(EngineConfig(target=target, draft=draft, method=method, num_speculative_tokens=args.k),

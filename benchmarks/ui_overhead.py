@@ -179,9 +179,9 @@ def agent_workload(rounds: int) -> None:
     from specterm.agent import load_agent
     from specterm.bench.workloads import AGENT_REQUESTS
     from specterm.engine import EngineConfig, load_engine
-    from specterm.models.defaults import ensure_default_models
+    from specterm.models.defaults import ensure_small_models
 
-    target, draft = ensure_default_models()
+    target, draft = ensure_small_models()
     config = EngineConfig(target=str(target), draft=str(draft), method="draft_model")
     engine = load_engine(config)
     agent = load_agent("sql_analyst")

@@ -32,5 +32,11 @@ fi
 if [ "$extra" = cpu ]; then
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+# The default pair (smollm2-agent) is built now, not at the first chat (~1 min, once; offline after).
+# Not for --test: the tests build their own models in the checkout. Offline: the first run retries.
+if [ "$extra" != none ] && [ "${1:-}" != --test ]; then
+  .venv/bin/specterm models fetch smollm2-agent >/dev/null \
+    || echo "install: the smollm2-agent pair was not built; the first run tries again (or uses the embedded pair)" >&2
+fi
 rm -f .venv/.specterm-*
 touch "$stamp"

@@ -52,6 +52,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 # Pairs built on this machine on first use (the CLI builds them and passes their paths in).
 LOCAL_PRESETS: dict[str, str] = {
     "smollm2-agent": "SmolLM2-135M-Instruct fine-tuned for the agents + a tiny draft (package index + shipped LoRA adapter)",
+    "embedded": "the 4.5M-parameter pair shipped with specterm, trained from scratch on the agents' templates",
 }
 
 

@@ -88,7 +88,7 @@ def gather(
 
 
 def _deep(report: Report, deep_check: Callable[[], dict[str, Any]] | None) -> None:
-    """``--deep``: run ``specterm bench --sanity`` on the default tiny pair (it tests the backend,
+    """``--deep``: run ``specterm bench --sanity`` on the small pair (it tests the backend,
     not the user's models); every violation is a problem, so the exit status says so."""
     if not report.facts["engine"]["vllm_version"]:
         report.facts["deep"] = {"ran": False, "detail": "skipped: no vLLM engine installed"}

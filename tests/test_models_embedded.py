@@ -70,10 +70,10 @@ def test_corpus_in_a_models_own_chat_format(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_PAIR, reason="models/embedded is not installed")
-def test_embedded_pair_is_the_default_and_small():
-    from specterm.models.defaults import default_model_paths
+def test_embedded_pair_is_the_small_pair_and_small():
+    from specterm.models.defaults import small_model_paths
 
-    assert default_model_paths() == (ROOT / "target", ROOT / "draft")
+    assert small_model_paths() == (ROOT / "target", ROOT / "draft")
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert size < 30e6
     report = json.loads((ROOT / "train.json").read_text())

@@ -204,13 +204,13 @@ def _describe(method: str, k: int, draft: str, temp: float, seed: int | None, dr
 
 
 def doctor_check(temperatures: Sequence[float] = (0.0, 1.0)) -> dict[str, Any]:
-    """``specterm doctor --deep``: the sanity check on the default tiny pair, as plain data."""
+    """``specterm doctor --deep``: the sanity check on the small pair (it checks the engine), as plain data."""
     import sys
 
-    from specterm.models.defaults import ensure_default_models
+    from specterm.models.defaults import ensure_small_models
 
     # stdout may be `doctor --json`: the one-time build notice goes to stderr.
-    target, draft = ensure_default_models(log=lambda msg: print(msg, file=sys.stderr))
+    target, draft = ensure_small_models(log=lambda msg: print(msg, file=sys.stderr))
     runs = run_sanity(EngineConfig(target=str(target), draft=str(draft)), temperatures=temperatures)
     return {
         "temperatures": list(temperatures),

@@ -7,6 +7,7 @@ import platform
 import socket
 
 from specterm import __version__
+from specterm.cli.progress import build_progress
 from specterm.config import LOCAL_PRESETS, PRESETS, resolve_engine_config
 from specterm.engine.base import SUFFIX_KNOBS, EngineConfig
 from specterm.events import SessionStarted
@@ -14,7 +15,8 @@ from specterm.events import SessionStarted
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
-    g.add_argument("--target", help="target model: local directory or hub id (default: the built-in tiny pair)")
+    g.add_argument("--target", help="target model: local directory or hub id (default: the smollm2-agent "
+                                    "pair; `specterm models info` says which pair a run uses and why)")
     g.add_argument("--draft", help="draft model for --method draft_model/eagle/eagle3")
     g.add_argument("--method", choices=["draft_model", "ngram", "eagle", "eagle3", "suffix"],
                    help="speculation method (default draft_model)")
@@ -22,8 +24,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="draft tokens per step, 1..16 (default 4)")
     g.add_argument("--no-spec", action="store_true", help="target-only: speculation off, same code path")
     g.add_argument("--preset", choices=sorted([*PRESETS, *LOCAL_PRESETS]),
-                   help="a real model pair by hub id, or smollm2-agent: SmolLM2-135M-Instruct fine-tuned "
-                        "for the agents with a tiny draft (built on first use from the package index)")
+                   help="a real model pair by hub id; or a local pair: smollm2-agent (SmolLM2-135M-Instruct "
+                        "fine-tuned for the agents with a tiny draft, the default) or embedded (the "
+                        "4.5M-parameter pair shipped with specterm: small and fast)")
     g.add_argument("--dtype", help="model dtype (default float32: lossless checks need it)")
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int)
@@ -45,7 +48,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
-    """Defaults → preset → config file → env → flags. Builds the default tiny pair if needed."""
+    """Defaults → preset → config file → env → flags. Builds the default pair if needed."""
     flags = {name: getattr(args, name, None) for name in (
         "target", "draft", "method", "num_speculative_tokens", "dtype", "max_model_len",
         "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "chat_template",
@@ -58,19 +61,33 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         defaults = (str(target), str(draft))
     preset_values = None
     if args.preset in LOCAL_PRESETS:
-        from specterm.models.smollm2_agent import ensure_smollm2_agent
-
-        target, draft = ensure_smollm2_agent(log=lambda m: print(f"specterm: {m}", flush=True))
+        target, draft = build_local_pair(args.preset)
         preset_values = {"target": str(target), "draft": str(draft), "method": "draft_model"}
     config = resolve_engine_config(flags, preset=args.preset, default_models=defaults,
                                    preset_values=preset_values)
     if defaults and config.target == defaults[0]:
-        from specterm.models.defaults import ensure_default_models
+        from specterm.models.defaults import ensure_default_pair
 
-        ensure_default_models()
+        with build_progress() as log:
+            pair = ensure_default_pair(log=log)
+        if (str(pair.target), str(pair.draft)) != defaults:  # fell back to the small pair
+            defaults = (str(pair.target), str(pair.draft))
+            config = resolve_engine_config(flags, preset=None, default_models=defaults)
     if args.no_spec:
         config = config.model_copy(update={"method": None})
     return config
+
+
+def build_local_pair(name: str):
+    """(target, draft) of a ``LOCAL_PRESETS`` pair, built if needed (with a progress bar)."""
+    if name == "embedded":
+        from specterm.models.defaults import ensure_small_models
+
+        return ensure_small_models()
+    from specterm.models.smollm2_agent import ensure_smollm2_agent
+
+    with build_progress() as log:
+        return ensure_smollm2_agent(log=log)
 
 
 def session_header(config: EngineConfig, *, agent: str | None = None, extra: dict | None = None) -> SessionStarted:

