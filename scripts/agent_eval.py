@@ -91,8 +91,8 @@ def score(agent, box, case: dict, result, events) -> dict:
     # value (agent/grounding.py; the loop records it on the answer step).
     from specterm.events import AgentStepFinished
 
-    flagged = next((e.ungrounded for e in reversed(events) if isinstance(e, AgentStepFinished)
-                    and e.answer is not None), None) or []
+    last = next((e for e in reversed(events) if isinstance(e, AgentStepFinished) and e.answer is not None), None)
+    flagged = (last.ungrounded or []) if last is not None and last.withheld is None else []
     return {"question": case["question"], "tool": tool_ok, "arguments": args_ok, "answer": answer_ok,
             "grounded": not flagged, "ungrounded": flagged,
             "success": tool_ok and args_ok and answer_ok and not flagged, "calls": [c.raw for c in result.calls],

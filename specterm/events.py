@@ -161,6 +161,9 @@ class AgentStepFinished(BaseEvent):
     ungrounded: list[str] | None = Field(None, exclude_if=lambda v: v is None)
     """With ``answer``: its figures and dates that no tool result of the turn (nor the question)
     contains (``agent/grounding.py``); empty when all are grounded; left out of the JSON otherwise."""
+    withheld: str | None = Field(None, exclude_if=lambda v: v is None)
+    """The model's own answer when the agent did not give it: it stated figures no tool result
+    contains after a tool call of the turn failed, so ``answer`` says what failed instead."""
 
 
 class ToolCall(BaseEvent):

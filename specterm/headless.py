@@ -93,7 +93,10 @@ class HeadlessPrinter:
             self._line(Text(f"  ← {inert(body[:400])}", style="dim" if event.ok else "red"))
         elif isinstance(event, AgentStepFinished) and event.answer is not None:
             self._line(Text("answer: " + inert(event.answer), style="bold"))
-            if event.ungrounded:
+            if event.withheld is not None:
+                self._line(Text("⚠ withheld, the model's answer: " + inert(event.withheld) + "  ("
+                                + inert(", ".join(event.ungrounded or [])) + " in no tool result)", style="yellow"))
+            elif event.ungrounded:
                 self._line(Text("⚠ ungrounded: " + inert(", ".join(event.ungrounded))
                                 + " (in no tool result of this turn)", style="bold red"))
         elif isinstance(event, EngineCounters) and not event.matched:

@@ -54,6 +54,9 @@ QUESTIONS = [
     ("ops_assistant", "Can we deploy on Fridays?", "Thursday"),
 ]
 DOCS_QUESTION = QUESTIONS[-1][1]
+# Questions whose figure needs a query the pair gets wrong (orders have no country: it takes a join);
+# measured: the query fails and the model answers "The average order value is 25.00."
+HARD = [("sql_analyst", "what's the average order value for customers in Germany?")]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,7 @@ def runs(smollm2):
         config = EngineConfig(target=str(target), draft=str(draft), method=method, num_speculative_tokens=4,
                               dtype="float32")
         with load_engine(config) as engine:
-            for agent_name, q, _ in QUESTIONS:
+            for agent_name, q, *_ in [*QUESTIONS, *HARD] if method else QUESTIONS:
                 events: list = []
                 out[method, q] = (AgentRunner(load_agent(agent_name), engine).run(q, events.append), events)
     return out
@@ -106,6 +109,23 @@ def test_the_pair_answers_questions_in_a_users_own_words(runs):
         # a right answer states only what its tools returned
         answers = [e for e in runs["draft_model", q][1] if isinstance(e, AgentStepFinished) and e.answer]
         assert answers and answers[-1].ungrounded == [], (q, answers[-1].ungrounded)
+
+
+@pytest.mark.engine
+def test_after_a_failed_call_the_agent_never_answers_with_an_invented_figure(runs):
+    from specterm.agent.grounding import ungrounded
+
+    for _, q in HARD:
+        result, events = runs["draft_model", q]
+        answers = [e for e in events if isinstance(e, AgentStepFinished) and e.answer]
+        assert answers and answers[-1].answer == result.answer
+        evidence = [q, *(o.content or o.error or "" for o in result.outcomes)]
+        if answers[-1].withheld is not None:  # invented twice after a failure: it says what failed
+            failed = [(c.tool, o.error) for c, o in zip(result.calls, result.outcomes) if not o.ok]
+            assert failed and result.answer == f"I could not answer that: {failed[-1][0]} failed ({failed[-1][1]}).", result.answer
+            assert ungrounded(answers[-1].withheld, evidence) == answers[-1].ungrounded != []
+        else:  # it fixed the call or answered from what came back
+            assert ungrounded(result.answer, evidence) == [], result.answer
 
 
 @pytest.mark.engine

@@ -90,6 +90,15 @@ def validate_request(text: str) -> str | None:
     return None
 
 
+def sent_back_note(invented: list[str], result: "AgentResult") -> str:
+    """What the model reads after an ungrounded answer: which figures, and the failed call if any."""
+    failed = result.last_failure()
+    said = f"the answer states {', '.join(invented)}, which no tool result of this request contains"
+    if failed is not None:
+        return f"{said}; {failed[0]} failed ({failed[1]}): call it again fixed, or answer saying what failed"
+    return f"{said}: answer with the figures the tools returned, or call a tool to find them"
+
+
 @dataclass
 class AgentResult:
     request_id: str
@@ -101,6 +110,13 @@ class AgentResult:
     """Every parsed tool call, in order (answers excluded)."""
     outcomes: list[ToolOutcome] = field(default_factory=list)
     generations: int = 0
+
+    def last_failure(self) -> tuple[str, str] | None:
+        """(tool, error) of the turn's last failed tool call, if any."""
+        for call, outcome in zip(reversed(self.calls), reversed(self.outcomes)):
+            if not outcome.ok:
+                return call.tool, outcome.error or "failed"
+        return None
 
 
 class AgentRunner:
@@ -201,6 +217,7 @@ class AgentRunner:
 
         history: list[tuple[str, str]] = [("user", text)]
         must_answer = False  # set when the model repeated its previous call: it is looping
+        sent_back = False  # an ungrounded answer was returned to the model once (never invent)
         for gen in range(agent.max_steps):
             if cancel.is_set():
                 break
@@ -241,7 +258,26 @@ class AgentRunner:
                 continue
             if call.answer is not None:
                 evidence = [text, *(o.content or o.error or "" for o in result.outcomes)]
-                finish(kind, t0, answer=call.answer, ungrounded=ungrounded(call.answer, evidence), **stats)
+                invented = ungrounded(call.answer, evidence)
+                if invented and not answer_only and not sent_back:
+                    # Once per request: the answer goes back to the model as an error result, so it can
+                    # call again (fix the query) or say what failed; the prompt grows by one pair.
+                    finish(kind, t0, ok=False, ungrounded=invented, **stats)
+                    fail(f"step {step}: the answer states {', '.join(invented)}, which no tool result "
+                         "contains: sent back to the model", "warning")
+                    history += [("call", done.text), ("result", f"error: {sent_back_note(invented, result)}")]
+                    sent_back = True
+                    step += 1
+                    continue
+                failed = result.last_failure()
+                if invented and failed is not None:
+                    # Still invented, after a failed call: the agent says what failed instead of
+                    # giving a figure nobody returned; the model's answer stays on the record.
+                    honest = f"I could not answer that: {failed[0]} failed ({failed[1]})."
+                    finish(kind, t0, answer=honest, ungrounded=invented, withheld=call.answer, **stats)
+                    result.ok, result.answer = True, honest
+                    return result
+                finish(kind, t0, answer=call.answer, ungrounded=invented, **stats)
                 result.ok, result.answer = True, call.answer
                 return result
             if result.calls and (call.tool, call.arguments) == (result.calls[-1].tool, result.calls[-1].arguments):

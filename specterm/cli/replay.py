@@ -268,8 +268,10 @@ def _session_table(f: dict[str, Any]) -> Any:
     row("engine steps", f"{s['steps']} ({s['drafts']} with drafts, {s['draft_tokens']} draft tokens)")
     row("acceptance rate", _num(s["acceptance_rate"], ".1%"))
     if f.get("answers"):
+        withheld = f.get("withheld_answers", 0)
         row("agent answers", f"{f['answers']}, {f['ungrounded_answers']} ungrounded (a figure or date no tool "
-                             "result contains)")
+                             "result contains)" + (f", {withheld} withheld (the model's invented figure replaced "
+                                                   "by what failed)" if withheld else ""))
     row("mean acceptance length", _num(s["mean_acceptance_length"]))
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
     lat, ttft = f["step_latency_s"], f["ttft_s"]

@@ -115,7 +115,10 @@ class TranscriptModel:
                 self.last_answer = ev.answer
                 entry.answer = ev.answer
                 entry.title = f"step {ev.step} · answer"  # what the step did, whatever it was generated as
-                if ev.ungrounded:
+                if ev.withheld is not None:
+                    entry.add_line(ev.withheld + f"  ({', '.join(ev.ungrounded or [])} in no tool result)",
+                                   "warning", "⚠ withheld, the model's answer: ")
+                elif ev.ungrounded:
                     entry.add_line(", ".join(ev.ungrounded) + " (in no tool result of this turn)", "warning",
                                    "⚠ ungrounded: ")
             elif ev.kind == "answer":
