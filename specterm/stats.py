@@ -32,6 +32,9 @@ class SpecStats:
     draft_tokens: int = 0
     accepted: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
+    draft_passes: int = 0
+    """Draft forward passes: one per proposed slot, grammar-invalidated ones included (the draft
+    model ran for them); a method without a draft model (ngram, suffix) streams no weights for them."""
 
     def add_step(self, step: SpecStep) -> None:
         by_verdict, forced = self.by_verdict, 0
@@ -48,6 +51,7 @@ class SpecStats:
         self.rejected += len(step.rejected)
         k = len(step.drafted)
         if k or step.invalid_drafts:
+            self.draft_passes += k + step.invalid_drafts
             self.drafts += 1
             self.draft_tokens += k
             self.accepted += step.accepted
@@ -67,6 +71,7 @@ class SpecStats:
         self.drafts += other.drafts
         self.draft_tokens += other.draft_tokens
         self.accepted += other.accepted
+        self.draft_passes += other.draft_passes
         per_pos = self.accepted_per_pos
         if len(per_pos) < len(other.accepted_per_pos):
             per_pos.extend([0] * (len(other.accepted_per_pos) - len(per_pos)))
@@ -99,10 +104,48 @@ class SpecStats:
             "drafts": self.drafts,
             "draft_tokens": self.draft_tokens,
             "accepted": self.accepted,
+            "draft_passes": self.draft_passes,
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length,
             "per_position": self.per_position,
         }
+
+
+@dataclass(frozen=True)
+class WeightTraffic:
+    """Weight bytes read per emitted token, speculative and as target-only would read them.
+
+    Every engine step is one target pass (verification, or the prefill), reading the target's
+    weights once (``models/weights.py``); every draft slot is one draft pass. Target-only reads the
+    target once per token. One request's stream, as the in-process engine runs it: requests batched
+    together share their passes, so under load each reads less than this (``specterm attach``)."""
+
+    target_bytes: int
+    draft_bytes: int
+    """0 for a method without a draft model (ngram, suffix)."""
+    per_token: float
+    tokens: int
+    seconds: float
+    """Wall time of the engine steps the bytes were read in."""
+
+    @property
+    def ratio(self) -> float:
+        """Speculative ÷ target-only bytes per token (target-only reads ``target_bytes`` per token)."""
+        return self.per_token / self.target_bytes
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """Weight bytes read per second of engine steps: a floor on the memory traffic they needed."""
+        return None if self.seconds <= 0 else self.per_token * self.tokens / self.seconds
+
+    @classmethod
+    def of(cls, stats: SpecStats, seconds: float, target_bytes: int | None,
+           draft_bytes: int | None) -> WeightTraffic | None:
+        if not target_bytes or not stats.tokens:
+            return None
+        draft = draft_bytes or 0
+        per_token = (target_bytes * stats.steps + draft * stats.draft_passes) / stats.tokens
+        return cls(target_bytes, draft, per_token, stats.tokens, seconds)
 
 
 @dataclass
@@ -160,6 +203,12 @@ class SessionSummary:
             req = self.requests[request_id] = RequestSummary(request_id)
         return req
 
+    def weight_traffic(self, models: dict[str, Any] | None) -> WeightTraffic | None:
+        """The session's ``WeightTraffic``, with the weight bytes the header records (``models``:
+        ``weight_bytes`` of target and draft); None when it records none (an older session, a hub id)."""
+        weights = (models or {}).get("weight_bytes") or {}
+        return WeightTraffic.of(self.session, sum(self.step_wall_s), weights.get("target"), weights.get("draft"))
+
     def decode_tokens_per_s(self) -> float | None:
         """Decode tokens ÷ decode seconds over the finished requests (``RequestSummary.decode``)."""
         parts = [d for d in (r.decode for r in self.requests.values()) if d is not None]
@@ -201,7 +250,10 @@ class SessionSummary:
             "requests": [r.as_dict() for r in self.requests.values()],
             "agent_steps": [s.model_dump(exclude={"type"}) for s in self.agent_steps],
             "answers": sum(s.answer is not None for s in self.agent_steps),
-            "ungrounded_answers": sum(bool(s.ungrounded) for s in self.agent_steps),
+            # given with a figure no tool returned; withheld: the model's was replaced by what failed
+            "ungrounded_answers": sum(s.answer is not None and bool(s.ungrounded) and s.withheld is None
+                                      for s in self.agent_steps),
+            "withheld_answers": sum(s.withheld is not None for s in self.agent_steps),
         }
 
 

@@ -369,8 +369,40 @@ def test_no_gpu_status_is_plain():
             return panel.body(panel.text_styles, panel.inner_width).plain
 
     text = run(main())
-    # one statement, not a headline and the same fact again
-    assert text == "no NVIDIA GPU (no driver): NVML library not found"
+    # one short line, not a headline and the same fact again (`specterm doctor` names the library)
+    assert text == "no NVIDIA GPU (no driver)"
+
+
+def test_bandwidth_panel_reads_the_weights_per_token_on_any_machine():
+    """The weights' share of the traffic from the session's own counts: a target pass per engine
+    step and a draft pass per draft slot, per emitted token, against the target once per token."""
+    from specterm.events import GpuStatus
+    from specterm.stats import summarize
+    from specterm.ui.testing import demo_events, demo_header
+
+    events = demo_events()
+    header = demo_header()
+    summary = summarize(events)
+    s = summary.session
+    traffic = summary.weight_traffic(header.models)
+    expected = (32_000_000 * s.steps + 4_000_000 * s.draft_passes) / s.tokens
+    assert s.draft_passes == s.draft_tokens + sum(getattr(e, "invalid_drafts", 0) for e in events) > 0
+    assert traffic.per_token == expected and traffic.ratio == expected / 32_000_000 < 1
+    assert summary.weight_traffic({"target": "x"}) is None  # a session that records no weights
+
+    async def main():
+        app = live_app()
+        async with app.run_test() as pilot:
+            app.apply_events([header, GpuStatus(state="no_driver", message="NVML library not found"), *events],
+                             force=True)
+            await pilot.pause()
+            panel = app.query_one(GpuPanel)
+            return panel.body(panel.text_styles, panel.inner_width).plain
+
+    lines = run(main()).splitlines()
+    assert lines[0].split()[-3:] == [f"{expected / 1e6:.1f}", "MB", f"×{expected / 32e6:.2f}"]
+    assert lines[1].split()[-2:] == ["32.0", "MB"] and lines[2].startswith("read at")
+    assert lines[3:] == ["no NVIDIA GPU (no driver)"]
 
 
 def test_engine_config_uses_load_engine_lazily_and_reports_failure(monkeypatch):

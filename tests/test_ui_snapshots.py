@@ -192,3 +192,17 @@ def test_attach_to_vllm_serve(snap_compare, size):
     two-step conversation; the requests list, conversation titles and the ATTACHED badge."""
     data = sample_session("attach_vllm_serve.jsonl")
     assert snap_compare(attached(size), terminal_size=size, run_before=feed([data.header, *data.events]))
+
+
+def test_structured_answer_renders_as_markdown(snap_compare):
+    """An answer with structure (a list, a table) reads as Markdown, not as the JSON it was written in.
+    The recorded agent session with its one-line answer edited into a list and a table (the pairs
+    here write single sentences; a larger model writes these)."""
+    from specterm.events import AgentStepFinished
+
+    data = sample_session("sql_agent_multistep.jsonl")
+    answer = ("The most ordered products:\n\n1. **Webcam**: 65 orders\n2. Mouse: 40 orders\n\n"
+              "| product | orders |\n|---|---|\n| Webcam | 65 |\n| Mouse | 40 |")
+    events = [e.model_copy(update={"answer": answer}) if isinstance(e, AgentStepFinished) and e.answer else e
+              for e in data.events]
+    assert snap_compare(live(), terminal_size=MID, run_before=feed([data.header, *events]))

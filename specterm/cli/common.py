@@ -101,10 +101,23 @@ def session_header(config: EngineConfig, *, agent: str | None = None, extra: dic
     return SessionStarted(
         specterm_version=__version__,
         config=recorded.model_dump() | (extra or {}),
-        models=recorded.models_summary(),
+        models=recorded.models_summary() | model_weights(config),
         agent=agent,
         host=f"{socket.gethostname()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
     )
+
+
+def model_weights(config: EngineConfig) -> dict:
+    """``{"weight_bytes": {"target": n, "draft": m}}`` for the header (the bandwidth panel), from the
+    local models' safetensors headers; empty when the target's cannot be read here (a hub id)."""
+    from specterm.engine.base import NEEDS_DRAFT_MODEL
+    from specterm.models.weights import weight_bytes
+
+    target = weight_bytes(config.target, config.dtype)
+    if target is None:
+        return {}
+    draft = weight_bytes(config.draft, config.dtype) if config.method in NEEDS_DRAFT_MODEL else 0
+    return {"weight_bytes": {"target": target, "draft": draft}}
 
 
 def target_renderer(config: EngineConfig):

@@ -13,6 +13,7 @@ change. A 2,000-token answer therefore costs the new tokens per batch, not all o
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +184,7 @@ class Entry:
         if as_text:
             answer = static.get("answer")
             if answer is None:
-                answer = static["answer"] = list(Text(inert(self.answer), styles["body"]).split("\n", allow_blank=True))
+                answer = static["answer"] = answer_lines(self.answer, styles["body"])
             out.extend(answer)
         for i, part in enumerate(self.parts):
             if isinstance(part, TokensPart):
@@ -211,6 +212,36 @@ class Entry:
         out = Text("\n", no_wrap=False, overflow="fold").join(self.lines(styles, opts))
         out.no_wrap, out.overflow = False, "fold"
         return out
+
+
+_MARKDOWN = re.compile(r"^\s*(?:[-*+] |\d+[.)] |#{1,6} |\||```|> )", re.MULTILINE)
+"""Lines that make an answer structured: a list, a heading, a table, a code block, a quote."""
+MARKDOWN_WIDTH = 200
+"""Markdown is laid out once at this width (paragraphs are then wrapped by the transcript like any
+text); a table keeps its natural width, which is its content's."""
+
+
+def answer_lines(answer: str, body: Style) -> list[Text]:
+    """The agent's answer as lines: plain text, or Markdown (rich's renderer) when it has structure.
+    A one-line answer stays exactly its text: Markdown would eat a ``*`` or ``_`` it happens to hold."""
+    text = inert(answer)
+    if not _MARKDOWN.search(text):
+        return list(Text(text, body).split("\n", allow_blank=True))
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console(width=MARKDOWN_WIDTH, force_terminal=True, color_system="truecolor")
+    rendered = console.render_lines(Markdown(text), console.options.update(width=MARKDOWN_WIDTH), style=body,
+                                    pad=False, new_lines=False)
+    out: list[Text] = []
+    for segments in rendered:
+        line = Text.assemble(*((seg.text, seg.style) for seg in segments if not seg.control))
+        line.rstrip()
+        if line.plain or (out and out[-1].plain):  # no blank line first, none doubled
+            out.append(line)
+    while out and not out[-1].plain:
+        out.pop()
+    return out
 
 
 def json_compact(value: Any) -> str:

@@ -55,7 +55,9 @@ def demo_header() -> SessionStarted:
     return SessionStarted(
         specterm_version="0.0.0-test",
         config={"backend": "fake"},
-        models={**FAKE_CONFIG.models_summary(), "backend": "fake"},
+        # the fake pair's sizes as fp32 weights (8 M and 1 M parameters): the bandwidth panel's input
+        models={**FAKE_CONFIG.models_summary(), "backend": "fake",
+                "weight_bytes": {"target": 32_000_000, "draft": 4_000_000}},
         agent="orders",
         host="test",
     )
