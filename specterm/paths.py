@@ -5,8 +5,12 @@ Per user (platformdirs, each overridable by an environment variable):
 * **config** — ``~/.config/specterm/config.toml`` (``$SPECTERM_CONFIG``), user themes in
   ``~/.config/specterm/themes`` (``$SPECTERM_THEME_DIR``);
 * **data** — ``~/.local/share/specterm`` (``$SPECTERM_DATA_DIR``): recorded sessions;
-* **cache** — ``~/.cache/specterm`` (``$SPECTERM_CACHE_DIR``): built models (``models/tiny``,
-  ``models/smollm2-135m-instruct``, …), agents' SQLite databases and vector stores (``agents/``).
+* **cache** — ``~/.cache/specterm`` (``$SPECTERM_CACHE_DIR``): agents' SQLite databases and vector
+  stores (``agents/``), the engine log (``logs/engine.log``);
+* **models** — ``~/.cache/specterm/models`` (``$SPECTERM_MODELS_DIR``, else ``models/`` under the
+  cache): the models specterm builds or imports (``tiny``, ``smollm2-135m-instruct``, …). Apart from
+  the cache so that the two can be moved separately: the tests give the cache a fresh temporary
+  directory and keep the models they build in the checkout (``.cache/test-models``).
 
 Shipped with specterm: the agents (``agents/``, plus ``$SPECTERM_AGENTS_DIR``), the embedded pair
 (``models/embedded``) and the built-in themes (package data). Agents and the embedded pair sit at
@@ -24,6 +28,7 @@ from pathlib import Path
 CONFIG_ENV = "SPECTERM_CONFIG"
 DATA_DIR_ENV = "SPECTERM_DATA_DIR"
 CACHE_DIR_ENV = "SPECTERM_CACHE_DIR"
+MODELS_DIR_ENV = "SPECTERM_MODELS_DIR"
 THEME_DIR_ENV = "SPECTERM_THEME_DIR"
 AGENTS_DIR_ENV = "SPECTERM_AGENTS_DIR"
 
@@ -71,9 +76,17 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("specterm"))
 
 
+def models_dir() -> Path:
+    """``$SPECTERM_MODELS_DIR``, else ``models`` under ``cache_dir()`` (``~/.cache/specterm/models``)."""
+    override = os.environ.get(MODELS_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    return cache_dir() / "models"
+
+
 def model_cache_dir(name: str) -> Path:
     """A model specterm builds or imports on demand (``tiny``, ``smollm2-135m-instruct``, …)."""
-    return cache_dir() / "models" / name
+    return models_dir() / name
 
 
 def portable(model: str | None) -> str | None:

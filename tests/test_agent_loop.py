@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 
 import jsonschema
@@ -62,7 +63,7 @@ def run(agent, engine, text, cancel_after_steps=None):
 
 
 @pytest.fixture(scope="module")
-def runs(tiny_pair):
+def runs(tiny_pair, tmp_path_factory):
     """Per engine kind: the results and events of each shipped agent's question."""
     target, draft = tiny_pair
     out = {}
@@ -70,25 +71,31 @@ def runs(tiny_pair):
         with load_engine(EngineConfig(target=target, draft=draft, method=method)) as engine:
             out[method] = {name: run(small(name), engine, q) for name, q in QUESTIONS.items()}
             if method:
-                out["extra"] = extra_runs(engine)
+                out["extra"] = extra_runs(engine, tmp_path_factory.mktemp("attach"))
     return out
 
 
-def extra_runs(engine):
+def extra_runs(engine, workdir):
     """Runs that need the speculative engine: hostile SQL forced by the grammar, cancellation."""
     sql = load_agent("sql_analyst")
     db = ToolBox(sql).db().path
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     hostile = {}
-    for label, statement in (("drop", "DROP TABLE customers"),
-                             ("attach", f"ATTACH DATABASE '{db.parent / 'evil.db'}' AS evil")):
-        agent = small("sql_analyst", query_sql={"sql": {"const": statement}})
-        agent = agent.model_copy(update={"max_steps": 2, "tools": [agent.tool("query_sql")]})
-        hostile[label] = run(agent, engine, f"please {label} it")
+    # The ATTACH names a file relative to ``workdir``: an absolute path (the cache's, wherever it is)
+    # can make the forced call longer than the 100 tokens ``small`` allows (it failed so from /tmp).
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        for label, statement in (("drop", "DROP TABLE customers"), ("attach", "ATTACH DATABASE 'evil.db' AS evil")):
+            agent = small("sql_analyst", query_sql={"sql": {"const": statement}})
+            agent = agent.model_copy(update={"max_steps": 2, "tools": [agent.tool("query_sql")]})
+            hostile[label] = run(agent, engine, f"please {label} it")
+    finally:
+        os.chdir(cwd)
     after = hashlib.sha256(db.read_bytes()).hexdigest()
     cancelled = run(small("sql_analyst"), engine, QUESTIONS["sql_analyst"], cancel_after_steps=2)
     overflow = run(small("ops_assistant"), engine, "word " * 1600)  # 8000 bytes: valid, too long
-    return {"hostile": hostile, "db_unchanged": before == after, "evil_db": (db.parent / "evil.db").exists(),
+    return {"hostile": hostile, "db_unchanged": before == after, "evil_db": (workdir / "evil.db").exists(),
             "cancelled": cancelled, "overflow": overflow}
 
 
