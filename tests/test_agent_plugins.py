@@ -303,6 +303,20 @@ def test_a_scaffolded_agent_calls_its_own_tool_in_a_real_turn(tmp_path, engine):
 
 
 @pytest.mark.engine
+def test_the_embedded_pair_says_once_that_it_never_learned_a_new_agent(tmp_path, engine):
+    from specterm.events import Error
+    from specterm.session.live import agent_runner
+
+    runner = agent_runner(load_agent(small(scaffold("scaffolded", tmp_path))), engine)
+    first, second = [], []
+    runner(QUESTION, first.append, None)
+    runner(QUESTION, second.append, None)
+    notices = [e.message for e in first if isinstance(e, Error) and "trained only for the shipped agents" in e.message]
+    assert len(notices) == 1 and notices[0].startswith("the embedded pair ") and "with scaffolded" in notices[0]
+    assert not any(isinstance(e, Error) and "trained only" in e.message for e in second)
+
+
+@pytest.mark.engine
 def test_a_raising_user_tool_is_an_error_result_and_the_turn_goes_on(tmp_path, engine):
     folder = small(scaffold("raising", tmp_path))
     tools = folder / "tools.py"

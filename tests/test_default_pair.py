@@ -79,3 +79,21 @@ def test_models_info_says_which_pair_and_why(no_choice):
     text = subprocess.run([sys.executable, "-m", "specterm", "models", "info"], env=env,
                           capture_output=True, text=True, check=True).stdout
     assert text.splitlines()[0].startswith("default pair: embedded (SPECTERM_DEFAULT_PAIR=embedded)")
+
+
+def test_a_local_pair_pointed_at_an_agent_it_never_learned_says_so(capsys, tmp_path):
+    from specterm.cli import main
+
+    target = embedded_pair_dir() / "target"
+    assert defaults.agent_fit(target, "sql_analyst") is None  # trained for it
+    line = defaults.agent_fit(str(target), "weather")
+    assert line.startswith("the embedded pair was trained only for the shipped agents (sql_analyst, "
+                           "ops_assistant): with weather expect wrong tool calls or none; use ")
+    assert "scripts/fetch_qwen_pair.py" in line and "\n" not in line
+    assert defaults.agent_fit(model_cache_dir("smollm2-agent") / "target", "weather").startswith("the smollm2-agent pair")
+    assert defaults.agent_fit(tmp_path / "my-model", "weather") is None  # any other model: its own business
+    assert defaults.agent_fit(None, "weather") is None
+
+    assert main(["agents", "new", "weather", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("the local pairs know only the shipped agents") and "--target DIR" in out[2]

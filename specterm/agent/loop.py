@@ -123,8 +123,11 @@ class AgentRunner:
     """Runs requests for one agent on one engine. ``run`` blocks; call it from the engine thread."""
 
     def __init__(self, agent: AgentDef, engine: SpecEngine, *, temperature: float = 0.0,
-                 clock: Callable[[], float] | None = None, toolbox: ToolBox | None = None) -> None:
+                 clock: Callable[[], float] | None = None, toolbox: ToolBox | None = None,
+                 notice: str | None = None) -> None:
         self.agent, self.engine, self.temperature = agent, engine, temperature
+        self.notice = notice
+        """A warning the first request carries (the model was not trained for this agent)."""
         self.clock = clock or getattr(engine, "clock", None) or SessionClock()
         self.tools = toolbox or ToolBox(agent)
         renderer = getattr(engine, "renderer", None)
@@ -187,6 +190,9 @@ class AgentRunner:
             sink(Error(t=clock(), level=level, where="agent", request_id=rid, message=message))
 
         sink(UserMessage(t=clock(), request_id=rid, text=text[:MAX_INPUT_BYTES]))
+        if self.notice:
+            fail(self.notice, "warning")
+            self.notice = None
         t0 = start("validate")
         problem = validate_request(text)
         finish("validate", t0, ok=problem is None)

@@ -33,7 +33,12 @@ def handle_new(args: argparse.Namespace) -> int:
     # "./NAME", not "NAME": --agent takes a path only when it has a separator (else it is a name)
     shown = folder if folder.is_absolute() else f".{os.sep}{folder}"
     print(f"created {folder}/ (agent.toml, tools.py, README.md)")
-    print(f'try: specterm run --agent {shown} "How many words are in \'the quick brown fox\'?"')
+    from specterm.models.defaults import GENERAL_MODEL_HINT, TRAINED_FOR
+
+    # The default pair learned the shipped agents' tools only: say so, and name one that can do this.
+    print(f"the local pairs know only the shipped agents ({', '.join(TRAINED_FOR)}); for new tools use "
+          f"{GENERAL_MODEL_HINT}")
+    print(f'try: specterm run --agent {shown} --target DIR --draft DIR "How many words are in \'the quick brown fox\'?"')
     return 0
 
 

@@ -117,6 +117,32 @@ def ensure_default_pair(log: Callable[[str], None] = print) -> Pair:
     return pair._replace(target=target, draft=draft)
 
 
+TRAINED_FOR = ("sql_analyst", "ops_assistant")
+"""The agents whose transcripts the local pairs learned (``models/corpus.py``): all they know."""
+GENERAL_MODEL_HINT = ("a general instruct model that calls tools, e.g. the Qwen2.5-Coder 1.5B/0.5B pair "
+                      "(scripts/fetch_qwen_pair.py): --target DIR --draft DIR")
+
+
+def local_pair_of(target: str | Path | None) -> str | None:
+    """Which local trained pair ``target`` is (``smollm2-agent``, ``embedded``), if any."""
+    if not target:
+        return None
+    path = Path(target).expanduser().resolve()
+    for name, root in (("smollm2-agent", model_cache_dir("smollm2-agent")), ("embedded", embedded_pair_dir())):
+        if path == (root / "target").resolve():
+            return name
+    return None
+
+
+def agent_fit(target: str | Path | None, agent: str) -> str | None:
+    """One line when ``target`` is a local pair pointed at an agent it was not trained for."""
+    pair = local_pair_of(target)
+    if pair is None or agent in TRAINED_FOR:
+        return None
+    return (f"the {pair} pair was trained only for the shipped agents ({', '.join(TRAINED_FOR)}): with "
+            f"{agent} expect wrong tool calls or none; use {GENERAL_MODEL_HINT}")
+
+
 def ensure_default_models(log: Callable[[str], None] = print) -> tuple[Path, Path]:
     pair = ensure_default_pair(log)
     return pair.target, pair.draft

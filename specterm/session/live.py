@@ -62,8 +62,11 @@ def agent_runner(agent: Any, engine: Any, *, temperature: float = 0.0,
                  clock: Callable[[], float] | None = None) -> Runner:
     """A runner that sends each prompt to ``agent`` (``specterm.agent.AgentRunner``) on ``engine``."""
     from specterm.agent import AgentRunner
+    from specterm.models.defaults import agent_fit
 
-    runner = AgentRunner(agent, engine, temperature=temperature, clock=clock)
+    config = getattr(engine, "config", None)
+    notice = agent_fit(getattr(config, "target", None), agent.name)
+    runner = AgentRunner(agent, engine, temperature=temperature, clock=clock, notice=notice)
     return lambda text, sink, cancel: runner.run(text, sink, cancel=cancel)
 
 
