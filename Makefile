@@ -7,6 +7,7 @@ chat:
 
 test:
 	@scripts/install.sh --test
+	@scripts/install_chromium.sh
 	.venv/bin/python -m pytest -q
 
 install:

@@ -135,7 +135,8 @@ def _answer_cells(rows) -> list[tuple[str, int]] | None:
 @pytest.mark.engine
 def test_browser_prompt_streams_verdict_coloured_tokens(tiny_pair, tmp_path):
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium); CI installs it")
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; make test "
+                    "installs it where it can: scripts/install_chromium.sh)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra has it)")
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
