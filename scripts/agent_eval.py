@@ -77,6 +77,8 @@ def score(agent, box, case: dict, result, events) -> dict:
         # The answer names the first column of a gold row; any row, since a question may match several
         # (the shop has three customers called Frank Silva: each one's email is a right answer).
         answer_ok = any(_answer_names(answer, row.split("\t")[0]) for row in gold)
+        if gold in ([], ["0"]):  # nothing found: saying so is the answer
+            answer_ok = answer_ok or any(_says(answer, w) for w in ("no", "none", "zero", "never"))
     else:
         tool = case["tool"]
         if "doc" in case:
@@ -92,17 +94,21 @@ def score(agent, box, case: dict, result, events) -> dict:
     from specterm.events import AgentStepFinished
 
     last = next((e for e in reversed(events) if isinstance(e, AgentStepFinished) and e.answer is not None), None)
-    flagged = (last.ungrounded or []) if last is not None and last.withheld is None else []
+    withheld = last is not None and getattr(last, "withheld", None) is not None
+    flagged = (last.ungrounded or []) if last is not None and not withheld else []
+    answer_ok = answer_ok and not withheld  # "could not answer: … no such column" is no answer
     return {"question": case["question"], "tool": tool_ok, "arguments": args_ok, "answer": answer_ok,
             "grounded": not flagged, "ungrounded": flagged,
+            "withheld": withheld,
             "success": tool_ok and args_ok and answer_ok and not flagged, "calls": [c.raw for c in result.calls],
             "final": result.answer, "error": result.error}
 
 
 def _by_intent(rows: list[dict], cases: list[dict]) -> dict:
+    """Success per intent (held-out phrasings) or kind (``--cases`` files), in order of appearance."""
     groups: dict[str, list[bool]] = {}
     for r, c in zip(rows, cases):
-        groups.setdefault(c.get("intent", "case"), []).append(r["success"])
+        groups.setdefault(c.get("intent") or c.get("kind") or "case", []).append(r["success"])
     return {k: round(sum(v) / len(v), 3) for k, v in groups.items()}
 
 
@@ -175,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spec", action="store_true", help="target-only")
     ap.add_argument("-k", type=int, default=4, help="draft tokens per step (default 4)")
     ap.add_argument("--json", metavar="FILE", help="also write every case's details here")
+    ap.add_argument("--cases", metavar="FILE", help="evaluate the [[case]]s of this TOML file (e.g. "
+                    "agents/sql_analyst/eval_natural.toml, by kind) instead of the agent's eval.toml")
     ap.add_argument("--heldout", type=int, metavar="N", help="N cases per agent in the held-out phrasings "
                     "(specterm.models.intents: never in the training corpus) instead of eval.toml")
     ap.add_argument("--example-k", type=int, metavar="K", help="worked examples retrieved per request "
@@ -212,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                 from specterm.models.corpus import heldout_cases
 
                 cases = heldout_cases(name, args.heldout)[: args.limit]
+            elif args.cases:
+                cases = tomllib.loads(Path(args.cases).read_text(encoding="utf-8"))["case"][: args.limit]
             else:
                 cases = load_cases(agent)[: args.limit]
             started = time.perf_counter()
@@ -234,12 +244,14 @@ def main(argv: list[str] | None = None) -> int:
                 "cases": len(rows),
                 **{k: round(sum(r[k] for r in rows) / n, 3)
                    for k in ("tool", "arguments", "answer", "grounded", "success")},
+                "ungrounded_answers": sum(not r["grounded"] for r in rows),
+                "withheld_answers": sum(r["withheld"] for r in rows),
                 "speculation": tally.summary(), "wall_s": round(time.perf_counter() - started, 1),
                 "by_intent": _by_intent(rows, cases),
                 "details": rows,
             }
     report["example_k"] = 0 if args.no_examples else args.example_k
-    report["cases"] = f"heldout {args.heldout}" if args.heldout else "eval.toml"
+    report["cases"] = f"heldout {args.heldout}" if args.heldout else args.cases or "eval.toml"
     m = report["models"]
     print(f"models: target {m['target']}  draft {m['draft']}  method {m['method']}  k {m['num_speculative_tokens']}")
     print(f"{'agent':<15}{'cases':>6}{'tool':>7}{'args':>7}{'answer':>8}{'grounded':>9}{'success':>9}   "
@@ -253,8 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         c = sp["corrections"]
         print(f"{'':<15}corrections: {c['entity']} on entity tokens, {c['syntax']} on syntax "
               f"(entity share {c['entity_share']}; entities are {c['entity_token_share']:.0%} of tokens)")
+        print(f"{'':<15}answers with an ungrounded figure: {a['ungrounded_answers']}; withheld (the "
+              f"model's invented figure replaced by what failed): {a['withheld_answers']}")
+        if args.cases:
+            print(f"{'':<15}by kind: " + ", ".join(f"{k} {v:.0%}" for k, v in a["by_intent"].items()))
         weak = {k: v for k, v in a["by_intent"].items() if v < 1}
-        if weak:
+        if weak and not args.cases:
             print(f"{'':<15}intents below 100%: " + ", ".join(f"{k} {v:.0%}" for k, v in sorted(weak.items())))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -253,3 +253,28 @@ def test_nearest_example_has_the_questions_intent(tmp_path, monkeypatch):
     # What the loop puts in the context: the examples first (fit_prompt drops from the end), then docs.
     context = box.retrieve("how many of our clients are located in Japan")
     assert [p.doc for p in context] == ["example", "example", "schema.md"]
+
+
+def test_the_natural_question_set_is_in_no_training_phrasing_nor_example():
+    """agents/sql_analyst/eval_natural.toml measures new questions: none of them (as typed, or
+    lower-cased) is a worked example or a phrasing the corpus generator can produce, and every gold
+    query runs on the shipped database."""
+    import tomllib
+
+    from specterm.agent.tools import ToolBox
+    from specterm.models.intents import Slots, sample
+
+    a = load_agent("sql_analyst")
+    cases = tomllib.loads((a.path / "eval_natural.toml").read_text())["case"]
+    asked = {c["question"].lower().rstrip("?") for c in cases}
+    shipped = {line.split(" = ", 1)[1].strip('"').lower().rstrip("?")
+               for line in (a.path / "examples.toml").read_text().splitlines() if line.startswith("question = ")}
+    box = ToolBox(a)
+    slots, rng = Slots(box.db()), random.Random(1)
+    train = {sample("sql_analyst", rng, slots, rephrase_rate=r).question.lower().rstrip("?")
+             for r in (0.0, 1.0) for _ in range(3000)}
+    assert len(cases) >= 20 and not asked & shipped and not asked & train
+    for c in cases:
+        out, _ = box.db().query(c["sql"])  # a bad query raises ToolError
+        assert len(out.splitlines()) >= 3, c["question"]  # header, a row, the limits note
+    assert {c["kind"] for c in cases} >= {"top_n", "joined_filter", "three_tables", "date_range", "none_found"}
