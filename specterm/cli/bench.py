@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suffix-cold", action="store_true",
                    help="reset suffix decoding's tree before every measured request (default: it keeps "
                         "learning across them, as in a session)")
+    p.add_argument("--concurrency", metavar="LEVELS",
+                   help="instead: speculation under load, e.g. 1,2,4,8: that many requests in flight at once "
+                        "on each engine, output throughput ratio per level and where speculation stops paying")
     p.add_argument("--sanity", action="store_true",
                    help="instead: check draft = target accepts ≈100%% and greedy output is lossless")
     p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default 0,1)")
@@ -67,6 +70,8 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError("bench always runs target-only next to speculation; drop --no-spec")
     if args.recommend and args.sanity:
         raise ConfigError("--recommend needs a speed bench; drop --sanity")
+    if args.concurrency and args.sanity:
+        raise ConfigError("--sanity and --concurrency are separate runs; pick one")
     console = Console(highlight=False)
     base = engine_config_from_args(args)
     if args.sanity:
@@ -74,7 +79,50 @@ def handle(args: argparse.Namespace) -> int:
         if any(t < 0 or t > 5 for t in temps):
             raise ConfigError(f"bad --temperatures: {args.temperatures!r} (each must be in 0..5)")
         return sanity(base, temps, console, json_path=args.json)
+    if args.concurrency:
+        return load_sweep(args, base, console)
     return bench(args, base, console)
+
+
+def load_sweep(args: argparse.Namespace, base, console) -> int:
+    """``bench --concurrency``: each level on target-only and each speculative configuration."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from specterm.bench.load import LoadSweep, summarize
+    from specterm.bench.load_report import show, write_load_svg
+    from specterm.bench.report import write_json
+
+    levels = _list(args.concurrency, (), int, "--concurrency")
+    if args.recommend:
+        raise ConfigError("--recommend measures one request at a time; run it without --concurrency")
+    names = _list(args.workload, (), str, "--workload")
+    if "agent" in names and not args.prompts:  # whole agent turns are sequential: their first calls load it
+        console.print("note: under --concurrency the agent workload runs as its first tool-call turns "
+                      "(toolcalls): an agent turn's steps depend on each other", style="yellow")
+        names = ["toolcalls" if n == "agent" else n for n in names]
+    if len(names) != 1 and not args.prompts:
+        raise ConfigError("--concurrency takes one workload at a time")
+    params, specs = _params(args), _specs(args, base)
+    workloads = _workloads(args, names, base, console)
+    (name, prompts), = workloads.items()
+    sweep = LoadSweep(base, prompts, specs, levels, params=params, repeats=args.repeats)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True)
+    with progress:
+        task = progress.add_task("starting", total=sweep.total_runs)
+        sweep.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
+    results = summarize(sweep.runs)
+    title = (f"workload {name} under load: {len(prompts)} prompts, max(prompts, 2 × level) requests per run, "
+             f"{args.repeats} round(s), max_tokens {args.max_tokens}")
+    show(console, results, title=title)
+    if args.plot:
+        write_load_svg(args.plot, results, title=title)
+    if args.json:
+        write_json(args.json, {"meta": _meta(base, args, workloads) | {"concurrency": sorted(set(levels))},
+                               "results": [r.as_dict() for r in results],
+                               "runs": [{k: v for k, v in r.__dict__.items() if k != "stats"} | {"stats": r.stats.as_dict()}
+                                        for r in sweep.runs]})
+    return 0
 
 
 def _params(args: argparse.Namespace):

@@ -363,6 +363,13 @@ class VllmSpecEngine(SpecEngine):
             sink(Error(t=t, level="warning", where="reconcile", request_id=rid,
                        message="specterm's verdicts disagree with vLLM's counters: " + "; ".join(problems)))
 
+    def generate_concurrent(self, items, sink: Sink, *, concurrency: int):
+        """``items`` (``engine.batch.BatchItem``) with up to ``concurrency`` in flight at once, verdicts
+        per request (``engine/batch.py``); returns a ``BatchResult``."""
+        from specterm.engine.batch import run_concurrent
+
+        return run_concurrent(self, items, sink, concurrency=concurrency)
+
     def sample_token_ids(self, prompt: str, *, n: int, temperature: float, max_tokens: int,
                          seed0: int = 0, batch: int = 256) -> list[list[int]]:
         """``n`` seeded samples (seeds ``seed0 .. seed0 + n - 1``) of the first ``max_tokens`` tokens

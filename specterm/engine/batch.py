@@ -1,0 +1,183 @@
+"""Many requests in flight at once on the in-process engine: speculation under load.
+
+``run_concurrent`` keeps ``concurrency`` requests in the engine (vLLM's scheduler batches them into
+each step; a finished request's place goes to the next one waiting) and assigns every request's
+verdicts exactly as ``generate`` does: one ``StepAssembler`` per request, fed that request's output
+and its own ``StepRecord`` of the step (the capture hook records every scheduled request, keyed by
+vLLM's internal request id). Every event carries its request id, so a sink sees the requests'
+streams interleaved step by step, as ``specterm attach`` sees a server's.
+
+Reconciliation under batching: each request's per-step (drafted, accepted) is compared with vLLM's
+own per-request ``spec_decode_metrics`` (``EngineCounters`` per request, as ``generate``), and the
+sums over the batch with the deltas of vLLM's Prometheus counters, which cannot be split per request
+(``BatchResult.counters``).
+
+What a step costs is shared: ``SpecStep.wall_s`` is the whole engine step's wall time for each
+request in it, so a request's wall time is its own start to finish, not a sum of its steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from specterm.engine.base import GenerationParams, Sink
+from specterm.engine.chat import Prompt, check_fits
+from specterm.engine.prometheus import activate_collectors
+from specterm.engine.verdicts import StepAssembler, spec_counters
+from specterm.errors import ConfigError
+from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
+
+if TYPE_CHECKING:
+    from specterm.engine.vllm_engine import VllmSpecEngine
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    prompt: Prompt
+    params: GenerationParams
+    request_id: str
+
+
+@dataclass
+class _Open:
+    item: BatchItem
+    internal_id: str
+    assembler: StepAssembler
+    start: float
+    ttft: float | None = None
+    cached: int | None = None
+    text: list[str] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class BatchResult:
+    finished: list[RequestFinished]
+    """In the order of the items."""
+    token_ids: dict[str, list[int]]
+    """Every request's emitted token ids."""
+    wall_s: float
+    """First request added to last request finished."""
+    counters: dict[str, Any] | None = None
+    """Summed verdict counts vs vLLM's counter deltas over the batch: ``{"ours", "vllm", "matched"}``."""
+
+
+def kv_capacity(engine: VllmSpecEngine, tokens_per_request: int) -> int | None:
+    """How many requests of ``tokens_per_request`` (prompt + output) the KV cache holds at once;
+    None when vLLM does not say."""
+    scheduler = engine._engine.engine_core.engine_core.scheduler
+    cache = getattr(scheduler, "cache_config", None)
+    blocks, size = getattr(cache, "num_gpu_blocks", None), getattr(cache, "block_size", None)
+    if not blocks or not size or tokens_per_request <= 0:
+        return None
+    per_request = -(-tokens_per_request // size)  # blocks, rounded up
+    return blocks // per_request
+
+
+def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sink, *,
+                   concurrency: int) -> BatchResult:
+    """Run ``items`` with at most ``concurrency`` in flight; blocks until all finished."""
+    if concurrency < 1:
+        raise ConfigError("concurrency must be >= 1")
+    from vllm.inputs import TokensPrompt
+
+    with engine._lock:
+        core, clock, scheduler = engine._engine, engine.clock, engine._scheduler
+        rendered = []
+        for item in items:  # every prompt checked before any is sent: a bad one is one line, nothing half-run
+            ids = engine.renderer.ids(item.prompt)
+            check_fits(len(ids), engine.max_model_len)
+            rendered.append(ids)
+        speculative = engine.config.speculative
+        if speculative:
+            activate_collectors(engine._metrics)
+        before = spec_counters(core.get_metrics()) if speculative else None
+        waiting = list(zip(items, rendered))[::-1]
+        open_: dict[str, _Open] = {}
+        assemblers: list[StepAssembler] = []
+        done: dict[str, RequestFinished] = {}
+        ids_out: dict[str, list[int]] = {}
+        t_start = time.perf_counter()
+        try:
+            while waiting or open_:
+                while waiting and len(open_) < concurrency:
+                    item, ids = waiting.pop()
+                    rid = item.request_id
+                    sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(ids),
+                                        params=item.params.model_dump(exclude={"json_schema"})
+                                        | {"json_schema": item.params.json_schema is not None}))
+                    internal = core.add_request(rid, TokensPrompt(prompt_token_ids=ids),
+                                                engine._sampling_params(item.params))
+                    assemblers.append(StepAssembler(rid, engine._hf_tokenizer, ids, clock, sink))
+                    open_[rid] = _Open(item, internal or rid, assemblers[-1], time.perf_counter())
+                t0 = time.perf_counter()
+                outputs = core.step()
+                wall = time.perf_counter() - t0
+                records = {r.req_id: r for r in scheduler.take_records()} if scheduler else {}
+                for out in outputs:
+                    req = open_.get(out.request_id) or next(
+                        (o for o in open_.values() if o.internal_id == out.request_id), None)
+                    if req is None:
+                        continue
+                    comp = out.outputs[0]
+                    if (n := getattr(out, "num_cached_tokens", None)) is not None:
+                        req.cached = max(req.cached or 0, n)
+                    if comp.token_ids and req.ttft is None:
+                        req.ttft = time.perf_counter() - req.start
+                    req.assembler.add(list(comp.token_ids), records.get(req.internal_id), wall)
+                    req.text.append(comp.text)
+                    req.token_ids += comp.token_ids
+                    if comp.finish_reason is not None:
+                        rid = req.item.request_id
+                        del open_[rid]
+                        if speculative:
+                            _request_check(req, getattr(comp, "spec_decode_metrics", None), clock(), sink)
+                        done[rid] = RequestFinished(
+                            t=clock(), request_id=rid, finish_reason=comp.finish_reason, text="".join(req.text),
+                            output_tokens=req.assembler.stats.tokens, ttft_s=req.ttft,
+                            wall_s=time.perf_counter() - req.start, cached_tokens=req.cached)
+                        ids_out[rid] = list(req.token_ids)
+                        sink(done[rid])
+        except BaseException:
+            core.abort_request(list(open_))  # never leave requests behind for the next call
+            if scheduler is not None:
+                scheduler.take_records()
+            raise
+        wall_s = time.perf_counter() - t_start
+        result = BatchResult([done[i.request_id] for i in items], ids_out, wall_s)
+        if speculative:
+            result.counters = _batch_check(before, spec_counters(core.get_metrics()), assemblers, clock(), sink)
+        return result
+
+
+def _request_check(req: _Open, detailed: Any, t: float, sink: Sink) -> None:
+    """One request's per-step (drafted, accepted), ours against vLLM's per-request metrics."""
+    a, rid = req.assembler, req.item.request_id
+    ours = {"drafts": a.stats.drafts, "draft_tokens": a.stats.draft_tokens, "accepted": a.stats.accepted}
+    if detailed is None:
+        theirs, problems = {}, ["vLLM returned no per-request spec-decode metrics"]
+    else:
+        steps = list(zip(detailed.per_step_drafted, detailed.per_step_accepted))
+        theirs = {"per_step": steps}
+        problems = [] if steps == a.per_step else [
+            f"per-step (drafted, accepted) differ ({len(a.per_step)} steps ours vs {len(steps)} vllm)"]
+    sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problems, detail="; ".join(problems)))
+    if problems:
+        sink(Error(t=t, level="warning", where="reconcile", request_id=rid,
+                   message="specterm's verdicts disagree with vLLM's: " + "; ".join(problems)))
+
+
+def _batch_check(before: dict[str, Any], after: dict[str, Any], assemblers: Sequence[StepAssembler], t: float,
+                 sink: Sink) -> dict[str, Any]:
+    """The batch's summed counts against vLLM's counter deltas (padding slots counted as vLLM does)."""
+    ours = {"drafts": sum(a.stats.drafts + a.padding[0] for a in assemblers),
+            "draft_tokens": sum(a.stats.draft_tokens + a.padding[1] for a in assemblers),
+            "accepted": sum(a.stats.accepted for a in assemblers)}
+    theirs = {key: after[key] - before[key] for key in ours}
+    matched = ours == theirs
+    if not matched:
+        sink(Error(t=t, level="warning", where="reconcile",
+                   message=f"the batch's verdicts disagree with vLLM's counters: ours {ours} vs vllm {theirs}"))
+    return {"ours": ours, "vllm": theirs, "matched": matched}
