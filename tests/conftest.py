@@ -39,6 +39,9 @@ def _session_env(tmp: Path) -> dict[str, str]:
         # An empty file, not a missing one: a SPECTERM_CONFIG that names no file is an error.
         "SPECTERM_CONFIG": str(tmp / "configs" / "session.toml"),
         "SPECTERM_THEME_DIR": str(tmp / "no-themes"),
+        # The suite runs on the small embedded pair (seconds per engine); tests/test_default_pair.py
+        # checks the real default (smollm2-agent) with this unset.
+        "SPECTERM_DEFAULT_PAIR": "embedded",
         # vLLM's own state: model-info and compile caches, usage-stats file; and no usage reports.
         "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
         "VLLM_CONFIG_ROOT": str(tmp / "vllm-config"),
