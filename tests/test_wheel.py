@@ -57,6 +57,8 @@ def _specterm(installed, *args: str, timeout: int = 600) -> subprocess.Completed
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECTERM_", "PYTHON", "VIRTUAL_ENV"))}
     env["SPECTERM_DATA_DIR"] = str(tmp / "data")
     env["SPECTERM_CACHE_DIR"] = str(tmp / "cache")
+    env["SPECTERM_CONFIG"] = os.environ["SPECTERM_CONFIG"]  # the session's empty file, never the user's
+    env["SPECTERM_THEME_DIR"] = os.environ["SPECTERM_THEME_DIR"]
     return subprocess.run([str(venv / "bin" / "specterm"), *args], capture_output=True, text=True,
                           cwd=tmp, env=env, timeout=timeout)
 
