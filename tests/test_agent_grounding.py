@@ -22,6 +22,11 @@ from specterm.agent.grounding import ungrounded
     ("Revenue was 37 in 2026-03.", ["revenue in March 2026?", "36.966"], []),
     # a number from the question is grounded ("top 3"), a made-up one is not
     ("The top 3 products sold 65, 40 and 12 units.", ["top 3 products?", "webcam\t65\nmouse\t40"], ["12"]),
+    # a month range in the question grounds each month with its year
+    ("45 orders were placed between April 2025 and June 2025.",
+     ["how many orders were placed between April and June 2025?", "count(*)\n45"], []),
+    ("45 orders were placed in May 2025.", ["how many orders were placed between April and June 2025?", "45"],
+     ["May 2025"]),
     # no figures, nothing to check
     ("No deploys on Fridays or during a freeze.", ["Can we deploy on Fridays?"], []),
 ])

@@ -53,6 +53,17 @@ def _dates(text: str) -> tuple[set[str], str]:
     return found, text
 
 
+_MONTH = re.compile(r"\b(" + "|".join(MONTHS) + r")\b", re.IGNORECASE)
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+
+
+def _month_year_pairs(text: str) -> set[str]:
+    """Every month named in ``text`` with every year in it: "between April and June 2025" grounds
+    "April 2025" as well as "June 2025" (evidence only; an answer's dates are read as written)."""
+    months = {MONTHS.index(m.lower()) + 1 for m in _MONTH.findall(text)}
+    return {f"{y}-{m:02d}" for y in _YEAR.findall(text) for m in months}
+
+
 def _numbers(text: str) -> list[tuple[str, float]]:
     return [(m.group(0), float(m.group(0).replace(",", ""))) for m in _NUMBER.finditer(text)]
 
@@ -68,7 +79,7 @@ def ungrounded(answer: str, evidence: Iterable[str]) -> list[str]:
     have_numbers: list[float] = []
     for text in evidence:
         dates, rest = _dates(text or "")
-        have_dates |= dates
+        have_dates |= dates | _month_year_pairs(text or "")
         have_numbers += [v for _, v in _numbers(rest)]
     out: list[str] = []
     for m in [*_ISO_DATE.finditer(answer), *_MONTH_YEAR.finditer(answer)]:
