@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from typing import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -22,14 +23,15 @@ def _s(value: float | None) -> str:
 
 
 def load_table(results: Sequence[LevelResult], *, title: str = "") -> Table:
-    table = Table(title=Text(title) if title else None, title_justify="left")
+    table = Table(title=Text(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1), collapse_padding=True, show_edge=False)
     # short headers: the table fits 80 columns (the caption says what they are)
     table.caption = ("conc: requests in flight · tok/s: output throughput · ×t-only: ÷ target-only · p50/p95: "
                      "request latency · ok: verdicts reconciled with vLLM")
     for name, justify in (("conc", "right"), ("config", "left"), ("tok/s", "right"), ("×t-only", "right"),
                           ("p50", "right"), ("p95", "right"), ("TTFT", "right"), ("accept", "right"),
                           ("MAL", "right"), ("ok", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=name == "config")  # type: ignore[arg-type]
     for r in sorted(results, key=lambda r: (r.level, r.config != TARGET_ONLY, r.config)):
         ratio = Text("1.00×" if r.config == TARGET_ONLY else fmt_opt(r.ratio, ".2f") + "×",
                      style="" if r.ratio is None or r.config == TARGET_ONLY else ("green" if r.ratio >= 1 else "red"))
