@@ -46,7 +46,6 @@ def test_a_dip_that_recovers_is_not_the_crossover_and_never_or_always_say_so():
     (["--concurrency", "0"], "bad --concurrency: each level must be >= 1"),
     (["--concurrency", "two"], "bad --concurrency: 'two' (expected a comma-separated list)"),
     (["--concurrency", "1,2", "--sanity"], "--sanity and --concurrency are separate runs; pick one"),
-    (["--concurrency", "1,2", "--recommend"], "--recommend measures one request at a time"),
     (["--concurrency", "1", "--workload", "prose,code"], "--concurrency takes one workload at a time"),
 ])
 def test_bad_sweeps_are_one_line(capsys, argv, message):
@@ -61,3 +60,26 @@ def test_a_level_the_kv_cache_cannot_hold_says_how_many_fit(capsys):
                  "--methods", "ngram", "--k", "2", "--repeats", "1", "--max-tokens", "16"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "concurrency 100000 does not fit the KV cache: " in err and "requests of up to" in err
+
+
+def test_the_recommendation_per_load_names_each_levels_winner_and_where_to_turn_it_off(tmp_path):
+    from specterm.bench import recommend
+    from specterm.bench.load import recommend_per_load
+    from specterm.engine.base import EngineConfig
+
+    two = runs({1: 2.0, 4: 1.2, 8: 0.9, 16: 0.7})
+    ngram = [LevelRun(r.config.replace("draft_model k=4", "ngram k=2"), r.level, r.round,
+                      r.wall_s * (0.8 if r.level == 4 else 1.2), r.tokens, r.latencies_s, r.ttfts_s, r.stats, r.reconciled)
+             for r in runs({1: 1.5, 4: 1.4, 8: 0.95, 16: 0.8}) if r.config != TARGET_ONLY]
+    base = EngineConfig(target="/m/t", draft="/m/d")
+    rec = recommend_per_load(summarize(two + ngram), base)
+    assert rec.per_load == {"1": "draft_model k=4", "4": "ngram k=2", "8": "none", "16": "none"}
+    assert rec.speculation_off_from == 8 and rec.concurrency == 1
+    assert (rec.method, rec.k, rec.draft, rec.speedup) == ("draft_model", 4, "/m/d", 2.0)
+    path = tmp_path / "config.toml"
+    path.write_text("# mine\n[engine]\ndtype = \"float32\"\n")
+    recommend.write(path, rec)
+    back = recommend.read(path)
+    assert back.per_load == rec.per_load and back.speculation_off_from == 8 and "# mine" in path.read_text()
+    never = recommend_per_load(summarize(runs({1: 0.9, 2: 0.8})), base)
+    assert never.method == "none" and never.speculation_off_from == 1 and never.per_load == {"1": "none", "2": "none"}

@@ -18,6 +18,7 @@ round) on two engines loaded side by side, so drift hits both.
 
 from __future__ import annotations
 
+import datetime
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -125,18 +126,49 @@ def verdict_line(results: Sequence[LevelResult], config: str) -> str:
             f"off from {at} ({ratios})")
 
 
+def recommend_per_load(results: Sequence[LevelResult], base: EngineConfig):
+    """``--recommend`` with ``--concurrency``: the best configuration at each level by throughput ratio
+    (none where nothing beats target-only), the level from which speculation should be off, and for
+    the config file the winner at the lowest level measured, saying that level."""
+    from specterm.bench.recommend import NO_SPECULATION, Recommendation
+
+    levels = sorted({r.level for r in results})
+    best: dict[int, LevelResult | None] = {}
+    for level in levels:
+        paid = [r for r in results if r.level == level and r.config != TARGET_ONLY and (r.ratio or 0) > 1.0]
+        best[level] = max(paid, key=lambda r: r.ratio or 0.0, default=None)
+    off_from = next((lv for i, lv in enumerate(levels) if all(best[x] is None for x in levels[i:])), None)
+    first = best[levels[0]]
+    label = first.config if first is not None else NO_SPECULATION
+    method, _, k = label.partition(" k=")
+    target_only = next((r.throughput for r in results if r.level == levels[0] and r.config == TARGET_ONLY), None)
+    common = dict(
+        target=base.target, workloads=["load"], concurrency=levels[0],
+        candidates={r.config: round(r.ratio, 3) for r in results if r.level == levels[0] and r.ratio is not None},
+        per_load={str(lv): (b.config if b is not None else NO_SPECULATION) for lv, b in best.items()},
+        speculation_off_from=off_from, target_only_tok_s=round(target_only, 2) if target_only else None,
+        measured=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
+    if first is None:
+        return Recommendation(method=NO_SPECULATION, k=0, speedup=1.0, draft=None, **common)
+    return Recommendation(method=method, k=int(k), speedup=round(first.ratio or 1.0, 3),
+                          draft=base.draft if method == "draft_model" else None, **common)
+
+
 class LoadSweep:
     """Runs the levels for each speculative configuration against target-only."""
 
     def __init__(self, base: EngineConfig, prompts: Sequence[Prompt], specs: Sequence[ConfigSpec],
                  levels: Sequence[int], *, params: GenerationParams, repeats: int = 1,
-                 loader: Callable[[EngineConfig], SpecEngine] | None = None) -> None:
+                 loader: Callable[[EngineConfig], SpecEngine] | None = None,
+                 request_params: Sequence[GenerationParams] | None = None) -> None:
         if not prompts:
             raise ConfigError("the workload has no prompts")
         if not levels or any(c < 1 for c in levels):
             raise ConfigError("bad --concurrency: each level must be >= 1")
         self.base, self.prompts, self.specs = base, list(prompts), list(specs)
         self.levels, self.params, self.repeats = sorted(set(levels)), params, repeats
+        self.request_params = list(request_params or [params] * len(self.prompts))
+        """Each prompt's own parameters (``bench --requests``), else ``params`` for all."""
         if loader is None:
             from specterm.engine import load_engine
 
@@ -155,7 +187,7 @@ class LoadSweep:
         """A level the KV cache cannot hold at once is one line, before any run: how many fit."""
         from specterm.engine.batch import kv_capacity
 
-        longest = max(len(engine.renderer.ids(p)) for p in self.prompts) + self.params.max_tokens
+        longest = max(len(engine.renderer.ids(p)) + q.max_tokens for p, q in zip(self.prompts, self.request_params))
         fits = kv_capacity(engine, longest)
         if fits is not None and (top := max(self.levels)) > fits:
             raise ConfigError(f"concurrency {top} does not fit the KV cache: {fits} requests of up to {longest} "
@@ -165,9 +197,11 @@ class LoadSweep:
         target = self.loader(engine_config(self.base, ConfigSpec(None)))
         try:
             self.check_capacity(target)
+            self._warm(target)
             for spec in self.specs:
                 engine = self.loader(engine_config(self.base, spec))
                 try:
+                    self._warm(engine)
                     for level in self.levels:
                         for rnd in range(self.repeats):
                             pair = [(TARGET_ONLY, target), (spec.label, engine)]
@@ -180,12 +214,21 @@ class LoadSweep:
             target.close()
         return self.runs
 
+    def _warm(self, engine: SpecEngine) -> None:
+        """A first batch pays one-off costs (allocations, kernel selection): not measured."""
+        from specterm.engine.batch import BatchItem
+
+        warm = self.params.model_copy(update={"max_tokens": 4, "json_schema": None})
+        engine.generate_concurrent([BatchItem(p, warm, f"warm{i}") for i, p in enumerate(self.prompts[:2])],
+                                   lambda _e: None, concurrency=2)
+
     def _one(self, engine: SpecEngine, label: str, level: int, rnd: int) -> LevelRun:
         from specterm.engine.batch import BatchItem
 
         engine.reset_prefix_cache()  # each run starts cold, whichever ran before it
         n = self.requests_at(level)
-        items = [BatchItem(self.prompts[i % len(self.prompts)], self.params, f"l{level}r{rnd}-{i}") for i in range(n)]
+        m = len(self.prompts)
+        items = [BatchItem(self.prompts[i % m], self.request_params[i % m], f"l{level}r{rnd}-{i}") for i in range(n)]
         stats = SpecStats()
 
         def sink(event: Any) -> None:

@@ -51,6 +51,12 @@ class Recommendation(BaseModel):
     """Every measured configuration's speed-up (its label → geometric mean)."""
     measured: str
     """When (ISO 8601)."""
+    concurrency: int = 1
+    """The load it was measured for: requests in flight (``bench --concurrency``; 1 for a plain bench)."""
+    per_load: dict[str, str] | None = None
+    """``bench --concurrency``: the winner at each level measured (level → label, or "none")."""
+    speculation_off_from: int | None = None
+    """``bench --concurrency``: the lowest level from which nothing beats target-only; None if never."""
 
     @property
     def label(self) -> str:

@@ -147,7 +147,8 @@ class BenchRunner:
     def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[Prompt]], specs: Sequence[ConfigSpec], *,
                  repeats: int = 3, params: GenerationParams | None = None, loader: Loader | None = None,
                  time_draft: bool = True, warmup: bool = True, agent: str = "sql_analyst",
-                 suffix_cold: bool = False) -> None:
+                 suffix_cold: bool = False,
+                 request_params: dict[str, Sequence[GenerationParams]] | None = None) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
         # (workload, prompt) pairs: every workload runs in the same blocks, so engines load once.
@@ -156,6 +157,10 @@ class BenchRunner:
             raise ValueError("no prompts to run")
         self.base, self.specs = base, list(specs)
         self.repeats, self.params = repeats, params or GenerationParams(max_tokens=64)
+        # each prompt's own parameters where a workload brings them (bench --requests), else ``params``
+        own = request_params or {}
+        self._params = [p for name, prompts in workloads.items()
+                        for p in (own.get(name) or [self.params] * len(prompts))]
         self.time_draft = time_draft and base.draft is not None and any(s.method == "draft_model" for s in specs)
         self.warmup = warmup
         self.suffix_cold = suffix_cold
@@ -240,5 +245,5 @@ class BenchRunner:
                 self._agent_def = load_agent(self.agent_name)
             AgentRunner(self._agent_def, engine, temperature=self.params.temperature).run(prompt, events.append)
         else:
-            engine.generate(prompt, self.params, events.append)
+            engine.generate(prompt, self._params[i], events.append)
         return record_from_events(events, config=config, block=block, round=rnd, prompt=i, workload=workload)

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="agent for the toolcalls and agent workloads (default sql_analyst)")
     p.add_argument("--prompts", metavar="FILE",
                    help="one user request per line (replaces --workload; with --raw, text to complete)")
+    p.add_argument("--requests", metavar="FILE.jsonl",
+                   help="your traffic: one OpenAI chat-completions request body per line (messages, tools, "
+                        "tool_choice, response_format, max_tokens, temperature); replaces --workload")
     p.add_argument("--raw", action="store_true",
                    help="send raw text prefixes to complete instead of conversations (no chat template)")
     p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
@@ -93,19 +96,18 @@ def load_sweep(args: argparse.Namespace, base, console) -> int:
     from specterm.bench.report import write_json
 
     levels = _list(args.concurrency, (), int, "--concurrency")
-    if args.recommend:
-        raise ConfigError("--recommend measures one request at a time; run it without --concurrency")
     names = _list(args.workload, (), str, "--workload")
-    if "agent" in names and not args.prompts:  # whole agent turns are sequential: their first calls load it
+    if "agent" in names and not args.prompts and not args.requests:  # whole agent turns are sequential: their first calls load it
         console.print("note: under --concurrency the agent workload runs as its first tool-call turns "
                       "(toolcalls): an agent turn's steps depend on each other", style="yellow")
         names = ["toolcalls" if n == "agent" else n for n in names]
-    if len(names) != 1 and not args.prompts:
+    if len(names) != 1 and not args.prompts and not args.requests:
         raise ConfigError("--concurrency takes one workload at a time")
     params, specs = _params(args), _specs(args, base)
     workloads = _workloads(args, names, base, console)
     (name, prompts), = workloads.items()
-    sweep = LoadSweep(base, prompts, specs, levels, params=params, repeats=args.repeats)
+    sweep = LoadSweep(base, prompts, specs, levels, params=params, repeats=args.repeats,
+                      request_params=(getattr(args, "request_params", None) or {}).get(name))
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
     with progress:
@@ -117,9 +119,11 @@ def load_sweep(args: argparse.Namespace, base, console) -> int:
     show(console, results, title=title)
     if args.plot:
         write_load_svg(args.plot, results, title=title)
+    rec = _recommend_load(results, base, console) if args.recommend else None
     if args.json:
         write_json(args.json, {"meta": _meta(base, args, workloads) | {"concurrency": sorted(set(levels))},
                                "results": [r.as_dict() for r in results],
+                               **({"recommendation": rec.model_dump()} if rec else {}),
                                "runs": [{k: v for k, v in r.__dict__.items() if k != "stats"} | {"stats": r.stats.as_dict()}
                                         for r in sweep.runs]})
     return 0
@@ -132,12 +136,15 @@ def _params(args: argparse.Namespace):
 
 
 def _workloads(args: argparse.Namespace, names: list[str], base, console) -> dict[str, list]:
-    """Requests per workload, rendered once with the target's template before any engine loads."""
+    """Requests per workload, rendered once with the target's template before any engine loads.
+    ``--requests``: the file's requests, whose own parameters go to ``args.request_params``."""
     from specterm.bench.workloads import prompts_from_file, resolve
     from specterm.cli.common import target_renderer
     from specterm.engine.chat import ChatPrompt
 
     renderer = target_renderer(base.model_copy(update={"method": None}))  # bench picks the methods
+    if args.requests:
+        return {"requests": _request_file(args, renderer, console)}
     if args.prompts:
         lines = prompts_from_file(args.prompts)
         if args.raw:
@@ -149,6 +156,35 @@ def _workloads(args: argparse.Namespace, names: list[str], base, console) -> dic
         return {"file": requests}
     return resolve(names, renderer=renderer, agent=args.agent, raw=args.raw,
                    notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False))
+
+
+def _request_file(args: argparse.Namespace, renderer, console) -> list:
+    """The runnable requests of ``--requests``; every line that cannot run is reported, not dropped silently."""
+    from specterm.bench.requests_file import read_requests
+
+    if args.raw or args.prompts:
+        raise ConfigError("--requests brings its own conversations: drop --raw and --prompts")
+    requests, bad = read_requests(args.requests)
+    kept = []
+    for r in requests:
+        try:
+            if renderer is not None:
+                renderer.text(r.prompt)  # the target's template must take it (tools=, tool_calls)
+            kept.append(r)
+        except ConfigError as err:
+            bad.append(f"line {r.line}: {err}")
+    for line in sorted(bad, key=lambda b: int(b.split()[1].rstrip(":"))):
+        console.print(f"skipped {args.requests} {line}", style="yellow", highlight=False, markup=False,
+                      soft_wrap=True)
+    if not kept:
+        raise ConfigError(f"--requests file {args.requests}: no request can run")
+    kinds: dict[str, int] = {}
+    for r in kept:
+        kinds[r.constraint.split()[0]] = kinds.get(r.constraint.split()[0], 0) + 1
+    console.print(f"{args.requests}: {len(kept)} requests ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
+                  + (f", {len(bad)} skipped" if bad else ""), highlight=False, markup=False, soft_wrap=True)
+    args.request_params = {"requests": [r.params for r in kept]}
+    return [r.prompt for r in kept]
 
 
 def _specs(args: argparse.Namespace, base) -> list:
@@ -183,13 +219,13 @@ def bench(args: argparse.Namespace, base, console) -> int:
 
     params, specs = _params(args), _specs(args, base)
     names = _list(args.workload, (), str, "--workload")
-    if not args.prompts and {"agent", "toolcalls"} & set(names):
+    if not args.prompts and not args.requests and {"agent", "toolcalls"} & set(names):
         from specterm.agent import load_agent
 
         load_agent(args.agent)  # a bad name is one line now, not after the engines load
     workloads = _workloads(args, names, base, console)
     runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent,
-                         suffix_cold=args.suffix_cold)
+                         suffix_cold=args.suffix_cold, request_params=getattr(args, "request_params", None))
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
     with progress:
@@ -238,6 +274,24 @@ def _recommend(per_workload: dict, base, console):
     return rec
 
 
+def _recommend_load(results, base, console):
+    from rich.text import Text
+
+    from specterm.bench import recommend
+    from specterm.bench.load import recommend_per_load
+    from specterm.paths import config_file
+
+    rec = recommend_per_load(results, base)
+    path = config_file()
+    recommend.write(path, rec)
+    per = ", ".join(f"{lv}: {label}" for lv, label in (rec.per_load or {}).items())
+    off = (f"; speculation off from {rec.speculation_off_from} in flight" if rec.speculation_off_from
+           else "; speculation pays at every level measured")
+    console.print(Text.assemble(("recommendation per load: ", "bold"), per, off,
+                                f" → {rec.label} (measured at concurrency {rec.concurrency}) written to {path}"))
+    return rec
+
+
 def _suffixed(path: str, name: str) -> str:
     stem, dot, ext = path.rpartition(".")
     return f"{stem}-{name}.{ext}" if dot else f"{path}-{name}"
@@ -245,7 +299,7 @@ def _suffixed(path: str, name: str) -> str:
 
 def _record(r) -> dict[str, Any]:
     return {"workload": r.workload, "config": r.config, "block": r.block, "round": r.round,
-            "prompt": r.prompt, "tokens": r.tokens, "first_step_tokens": r.first_step_tokens, "steps": r.steps, "wall_s": r.wall_s,
+            "prompt": r.prompt, "text": r.text, "tokens": r.tokens, "first_step_tokens": r.first_step_tokens, "steps": r.steps, "wall_s": r.wall_s,
             "ttft_s": r.ttft_s, "step_ttft_s": r.step_ttft_s, "step_cached": r.step_cached, "decode_step_s": r.decode_step_s, "stats": r.stats.as_dict()}
 
 

@@ -17,6 +17,7 @@ a template that raises (its own message), and a prompt longer than the model's c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -39,7 +40,10 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Role
-    content: str
+    content: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    """An assistant's calls, HF's convention (``{"type": "function", "function": {"name", "arguments"}}``,
+    arguments an object); a template that does not mention ``tool_calls`` gets them as content text."""
 
 
 class ChatPrompt(BaseModel):
@@ -96,7 +100,11 @@ class PromptRenderer:
             raise ChatTemplateError(
                 f"{self.model} has no chat template: send the text as-is with --raw, or give one with "
                 "--chat-template FILE")
-        messages = [m.model_dump() for m in prompt.messages]
+        messages = [m.model_dump(exclude_none=True) for m in prompt.messages]
+        if "tool_calls" not in template:
+            for m in messages:
+                if calls := m.pop("tool_calls", None):
+                    m["content"] = "\n".join([m["content"], *(json.dumps(c["function"]) for c in calls)]).strip()
         tools, documents = prompt.tools or None, prompt.documents or None
         folded = []
         if tools and "tools" not in template:
