@@ -369,8 +369,9 @@ def test_no_gpu_status_is_plain():
             return panel.body(panel.text_styles, panel.inner_width).plain
 
     text = run(main())
-    # one short line, not a headline and the same fact again (`specterm doctor` names the library)
-    assert text == "no NVIDIA GPU (no driver)"
+    # one short line, not a headline and the same fact again (`specterm doctor` names the library);
+    # shorter where the panel is narrow (the app's default 80 columns), so it stays one line
+    assert text in ("no NVIDIA GPU (no driver)", "no NVIDIA driver")
 
 
 def test_bandwidth_panel_reads_the_weights_per_token_on_any_machine():
@@ -402,7 +403,7 @@ def test_bandwidth_panel_reads_the_weights_per_token_on_any_machine():
     lines = run(main()).splitlines()
     assert lines[0].split()[-3:] == [f"{expected / 1e6:.1f}", "MB", f"×{expected / 32e6:.2f}"]
     assert lines[1].split()[-2:] == ["32.0", "MB"] and lines[2].startswith("read at")
-    assert lines[3:] == ["no NVIDIA GPU (no driver)"]
+    assert lines[3:] in (["no NVIDIA GPU (no driver)"], ["no NVIDIA driver"])
 
 
 def test_engine_config_uses_load_engine_lazily_and_reports_failure(monkeypatch):

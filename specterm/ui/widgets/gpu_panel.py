@@ -41,6 +41,10 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+SHORT_STATE_TEXT = {"no_driver": "no NVIDIA driver", "no_gpu": "no NVIDIA GPU"}
+"""The same facts in a narrow panel (80 columns: ~23 cells), so they stay one line."""
+
+
 class GpuPanel(Panel):
     def __init__(self, state: ViewState, *, idle_text: str = "waiting for GPU telemetry", id: str | None = None) -> None:
         super().__init__("bandwidth", id=id)
@@ -77,7 +81,8 @@ class GpuPanel(Panel):
             if status.state in ("no_driver", "no_gpu"):
                 # No GPU here: one short line (the weights' figures above are the panel's point on
                 # this machine); `specterm doctor` names the library or driver that is missing.
-                out.append(STATE_TEXT[status.state], styles["meta"])
+                text = STATE_TEXT[status.state]
+                out.append(text if len(text) <= width else SHORT_STATE_TEXT[status.state], styles["meta"])
                 return
             out.append(STATE_TEXT.get(status.state, f"GPU: {inert(status.state)}"), styles["warning"])
             if status.message:
