@@ -27,7 +27,7 @@ Every event has a ``type`` discriminator (snake_case) and ``t``: seconds since t
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -36,7 +36,8 @@ FORMAT_VERSION = 1
 Verdict = Literal["accepted", "correction", "bonus", "target"]
 """Verdicts of emitted tokens. ``rejected`` drafts are never emitted (see ``SpecStep.rejected``)."""
 
-VERDICTS: tuple[str, ...] = ("accepted", "correction", "bonus", "target")
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+"""The verdict names in ``Verdict``'s order: the one list every other module derives its own from."""
 Lane = Literal["a", "b"]
 StepKind = Literal["validate", "retrieve", "tool_call", "tool", "answer"]
 

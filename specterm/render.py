@@ -14,7 +14,7 @@ import re
 from rich.style import Style
 from rich.text import Text
 
-from specterm.events import SpecStep
+from specterm.events import VERDICTS, SpecStep
 
 # C0 controls except \t and \n, DEL, C1 controls; and Unicode bidi overrides that reorder text.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -29,7 +29,12 @@ def inert(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-VERDICT_STYLES: dict[str, Style] = {
+STYLED_VERDICTS: tuple[str, ...] = (*VERDICTS, "rejected")
+"""What a transcript styles, in legend order: the verdicts of emitted tokens (``events.VERDICTS``,
+from the ``Verdict`` literal), then rejected drafts. The tables below are keyed by these names and
+built in this order, so a verdict added to ``events.Verdict`` without a style fails at import."""
+
+_STYLES: dict[str, Style] = {
     "accepted": Style(color="green"),
     "correction": Style(color="red", bold=True, underline=True),
     "bonus": Style(color="cyan", italic=True),
@@ -38,15 +43,17 @@ VERDICT_STYLES: dict[str, Style] = {
     "target": Style(color="yellow", underline=True),
     "rejected": Style(color="bright_black", strike=True),
 }
+_LOOKS: dict[str, str] = {
+    "accepted": "draft kept by the target (plain)",
+    "correction": "target's token where the draft was wrong (bold underline)",
+    "bonus": "target's extra token after all drafts kept (italic)",
+    "target": "no draft this step (underlined)",
+    "rejected": "draft thrown away (struck through)",
+}
+VERDICT_STYLES: dict[str, Style] = {name: _STYLES[name] for name in STYLED_VERDICTS}
 FORCED_STYLE = Style(dim=True)
 
-LEGEND: tuple[tuple[str, str], ...] = (
-    ("accepted", "draft kept by the target (plain)"),
-    ("correction", "target's token where the draft was wrong (bold underline)"),
-    ("bonus", "target's extra token after all drafts kept (italic)"),
-    ("target", "no draft this step (underlined)"),
-    ("rejected", "draft thrown away (struck through)"),
-)
+LEGEND: tuple[tuple[str, str], ...] = tuple((name, _LOOKS[name]) for name in STYLED_VERDICTS)
 """The verdicts in legend order, with what each looks like without colour; the dashboard's legend
 shows the same names in the same order (``ui/widgets/legend.py``), plus the toggles' state."""
 

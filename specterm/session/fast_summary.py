@@ -22,11 +22,11 @@ work on dicts). ``data.events`` stays empty: the events are counted, not kept.
 from __future__ import annotations
 
 import os
-from typing import Callable, Literal
+from typing import Callable
 
 import msgspec
 
-from specterm.events import Event, Lane
+from specterm.events import Event, Lane, Verdict
 from specterm.session.reader import MAX_LINE_BYTES, SessionData, SessionReader
 from specterm.stats import SessionSummary
 
@@ -34,7 +34,7 @@ from specterm.stats import SessionSummary
 class _Token(msgspec.Struct, kw_only=True):
     id: int
     text: str
-    verdict: Literal["accepted", "correction", "bonus", "target"]
+    verdict: Verdict
     forced: bool = False
 
 

@@ -36,20 +36,24 @@ from textual.theme import Theme
 
 from specterm.errors import first_error
 from specterm.paths import builtin_theme_dir, user_theme_dirs
+from specterm.ui.widgets.styles import TOKEN_CLASSES
 
 DEFAULT_THEME = "specterm-dark"
 BUILTIN_THEMES = ("specterm-dark", "specterm-light", "specterm-high-contrast")
 
-TOKEN_VARIABLES: dict[str, str] = {
-    # Fallbacks for themes that do not set them (e.g. Textual's own built-in themes): ANSI colour
-    # names, so they follow the terminal's palette on 16-colour terminals.
-    "token-accepted": "ansi_green",
-    "token-correction": "ansi_red",
-    "token-bonus": "ansi_cyan",
-    "token-target": "ansi_yellow",
-    "token-forced": "ansi_bright_black",
-    "token-rejected": "ansi_bright_black",
+# Fallbacks for themes that do not set them (e.g. Textual's own built-in themes): ANSI colour names,
+# so they follow the terminal's palette on 16-colour terminals.
+_FALLBACK_COLOURS: dict[str, str] = {
+    "accepted": "ansi_green",
+    "correction": "ansi_red",
+    "bonus": "ansi_cyan",
+    "target": "ansi_yellow",
+    "forced": "ansi_bright_black",
+    "rejected": "ansi_bright_black",
 }
+# One ``token-<name>`` variable per token class (``styles.TOKEN_CLASSES``, from ``events.Verdict``):
+# a class without a fallback colour fails at import.
+TOKEN_VARIABLES: dict[str, str] = {f"token-{name}": _FALLBACK_COLOURS[name] for name in TOKEN_CLASSES}
 
 
 class ThemeFileError(ValueError):

@@ -9,7 +9,11 @@ from __future__ import annotations
 from rich.style import Style
 from textual.widget import Widget
 
-TOKEN_CLASSES = ("accepted", "correction", "bonus", "target", "rejected", "forced")
+from specterm.render import STYLED_VERDICTS
+
+# The verdicts and rejected drafts (``render.STYLED_VERDICTS``, from ``events.Verdict``), then the
+# grammar-forced flag.
+TOKEN_CLASSES = (*STYLED_VERDICTS, "forced")
 TEXT_CLASSES = ("title", "meta", "body", "tool", "warning", "error")
 COMPONENT_CLASSES = frozenset({f"token--{n}" for n in TOKEN_CLASSES} | {f"text--{n}" for n in TEXT_CLASSES})
 
