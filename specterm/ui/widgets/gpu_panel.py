@@ -115,8 +115,10 @@ class GpuPanel(Panel):
             if s.mem_clock_mhz is not None:
                 clocks.append(f"mem {s.mem_clock_mhz}")
             if clocks:
-                out.append("clocks ", styles["meta"])
-                out.append(" · ".join(clocks) + " MHz", styles["body"])
+                line = " · ".join(clocks) + " MHz"
+                if len(line) + 7 <= width:  # the label only where it fits: a narrow panel keeps one line
+                    out.append("clocks ", styles["meta"])
+                out.append(line, styles["body"])
             if s.power_w is not None:
                 out.append(f"\npower {s.power_w:.0f} W", styles["body"])
             hist = self.state.gpu_history.get(device)
