@@ -27,7 +27,7 @@ Every event has a ``type`` discriminator (snake_case) and ``t``: seconds since t
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Callable, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -266,6 +266,11 @@ Event = Annotated[Union[EVENT_CLASSES], Field(discriminator="type")]  # type: ig
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENT_TYPES: frozenset[str] = frozenset(c.model_fields["type"].default for c in EVENT_CLASSES)
+
+
+Sink = Callable[[BaseEvent], None]
+"""Where events go: the one type of every consumer (the UI's bridge, the recorder, the headless
+printer) and every producer's ``sink`` argument (engine, agent, sampler, attach, compare)."""
 
 
 def dump_event(event: BaseEvent) -> str:

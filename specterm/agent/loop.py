@@ -38,7 +38,7 @@ from specterm.agent.definition import AgentDef
 from specterm.agent.grounding import ungrounded
 from specterm.agent.prompt import Call, build_chat, call_key_for, call_schema, parse_call
 from specterm.agent.tools import ToolBox, ToolOutcome
-from specterm.engine.base import GenerationParams, SessionClock, Sink, SpecEngine
+from specterm.engine.base import GenerationParams, SessionClock, SpecEngine
 from specterm.engine.chat import ChatPrompt
 from specterm.errors import ConfigError, first_error
 from specterm.events import (
@@ -47,6 +47,7 @@ from specterm.events import (
     Error,
     Passage,
     Retrieval,
+    Sink,
     ToolCall,
     ToolResult,
     UserMessage,

@@ -22,9 +22,8 @@ from typing import Any, Callable
 from specterm.bench.compare_tally import LANES, CompareTally
 from specterm.engine.base import EngineConfig, GenerationParams, SessionClock
 from specterm.errors import ConfigError
-from specterm.events import BaseEvent, SessionEnded, SessionStarted, UserMessage
+from specterm.events import BaseEvent, SessionEnded, SessionStarted, Sink, UserMessage
 
-Sink = Callable[[BaseEvent], None]
 Loader = Callable[[EngineConfig, SessionClock], Any]
 
 SIDE_KEYS = {"method": "method", "k": "num_speculative_tokens", "target": "target", "draft": "draft",

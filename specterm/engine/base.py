@@ -16,14 +16,13 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specterm.engine.chat import Prompt, PromptRenderer
-from specterm.events import BaseEvent, RequestFinished
+from specterm.events import RequestFinished, Sink
 
-Sink = Callable[[BaseEvent], None]
 Method = Literal["draft_model", "ngram", "eagle", "eagle3", "suffix"]
 NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
 DEFAULT_MAX_MODEL_LEN = 4096

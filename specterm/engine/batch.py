@@ -22,12 +22,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from specterm.engine.base import GenerationParams, Sink
+from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits
 from specterm.engine.prometheus import activate_collectors
 from specterm.engine.verdicts import StepAssembler, spec_counters
 from specterm.errors import ConfigError
-from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
+from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
 
 if TYPE_CHECKING:
     from specterm.engine.vllm_engine import VllmSpecEngine

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from specterm.events import BaseEvent, Error, SpecStep, Token
+from specterm.events import Error, Sink, SpecStep, Token
 from specterm.stats import SpecStats
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ class StepAssembler:
     """Turns (delta ids, scheduler record) pairs of one request into ``spec_step`` events."""
 
     def __init__(self, request_id: str, hf_tokenizer: Any, prompt_ids: Sequence[int],
-                 clock: Callable[[], float], sink: Callable[[BaseEvent], None]) -> None:
+                 clock: Callable[[], float], sink: Sink) -> None:
         from tokenizers.decoders import DecodeStream
 
         self.request_id = request_id

@@ -29,7 +29,6 @@ from specterm.engine.base import (
     EngineConfig,
     GenerationParams,
     SessionClock,
-    Sink,
     SpecEngine,
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
@@ -39,7 +38,7 @@ from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
-from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted
+from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
 
 # Must be set before vllm is imported: in-process EngineCore, and CPU-friendly defaults.
 _ENV_DEFAULTS = {

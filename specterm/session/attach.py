@@ -34,9 +34,8 @@ from specterm.engine.base import SessionClock
 from specterm.engine.verdicts import StepAssembler, StepRecord
 from specterm.errors import ConfigError
 from specterm.paths import portable
-from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted
+from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink
 
-Sink = Callable[[BaseEvent], None]
 START_HINT = ("start the server with specterm's publishing scheduler: specterm vllm-serve MODEL "
               "[vLLM flags], or add --scheduler-cls " + wire.SCHEDULER_CLS + " to your vllm serve command")
 

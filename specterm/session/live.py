@@ -10,9 +10,8 @@ import itertools
 import threading
 from typing import Any, Callable
 
-from specterm.events import BaseEvent, UserMessage
+from specterm.events import BaseEvent, Sink, UserMessage
 
-Sink = Callable[[BaseEvent], None]
 Runner = Callable[[str, Sink, threading.Event], Any]
 """Runs one prompt to completion on a worker thread, emitting events to the sink; stops early when
 the event is set."""

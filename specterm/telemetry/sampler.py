@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from specterm.events import BaseEvent, GpuSample, GpuStatus
+from specterm.events import BaseEvent, GpuSample, GpuStatus, Sink
 from specterm.telemetry import devices
 from specterm.telemetry.errors import OK, RETRY_STATES, classify
 
@@ -40,7 +40,7 @@ class GpuSampler:
 
     def __init__(
         self,
-        sink: Callable[[BaseEvent], None],
+        sink: Sink,
         *,
         period_s: float = 0.25,
         nvml: Any = None,
