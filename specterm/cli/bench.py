@@ -10,7 +10,7 @@ import shlex
 import sys
 from typing import Any
 
-from specterm.cli.common import add_engine_args, engine_config_from_args
+from specterm.cli.common import add_engine_args, add_generation_args, engine_config_from_args
 from specterm.errors import ConfigError, EngineUnavailable
 
 DEFAULT_METHODS = ("draft_model", "ngram")
@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
     p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default 3)")
-    p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
+    add_generation_args(p, max_tokens=64, why="what the bench results in benchmarks/results "
+                        "were measured with, so a rerun without the flag compares")
     p.add_argument("--json", metavar="FILE", help="write all results (and the per-request records) as JSON")
     p.add_argument("--plot", metavar="FILE.svg", help="write the speed-up plot and table as SVG")
     p.add_argument("--recommend", action="store_true",

@@ -31,11 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_chat_args(p: argparse.ArgumentParser) -> None:
     """The app's flags; ``serve`` adds them too and hands them on to the ``chat`` it serves."""
-    from specterm.cli.common import add_engine_args
+    from specterm.cli.common import add_engine_args, add_generation_args
 
     add_engine_args(p)
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=0.0)
+    add_generation_args(p)
     p.add_argument("--agent", metavar="NAME", default=os.environ.get("SPECTERM_AGENT") or DEFAULT_AGENT,
                    help=f"the agent (agents/NAME): retrieval, schema-constrained tool calls, answer "
                         f"(default {DEFAULT_AGENT}); 'none' for plain chat with the model")

@@ -1,15 +1,16 @@
-"""Flags shared by the commands that start an engine (run, chat, bench)."""
+"""Flags shared by the commands that start an engine (run, chat, bench, compare)."""
 
 from __future__ import annotations
 
 import argparse
 import platform
 import socket
+from typing import get_args
 
 from specterm import __version__
 from specterm.cli.progress import build_progress
 from specterm.config import LOCAL_PRESETS, PRESETS, resolve_engine_config
-from specterm.engine.base import SUFFIX_KNOBS, EngineConfig
+from specterm.engine.base import SUFFIX_KNOBS, EngineConfig, ExecutorBackend, GenerationParams, Method
 from specterm.events import SessionStarted
 
 
@@ -18,7 +19,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--target", help="target model: local directory or hub id (default: the smollm2-agent "
                                     "pair; `specterm models info` says which pair a run uses and why)")
     g.add_argument("--draft", help="draft model for --method draft_model/eagle/eagle3")
-    g.add_argument("--method", choices=["draft_model", "ngram", "eagle", "eagle3", "suffix"],
+    g.add_argument("--method", choices=get_args(Method),
                    help="speculation method (default draft_model)")
     g.add_argument("-k", "--num-speculative-tokens", dest="num_speculative_tokens", type=int,
                    help="draft tokens per step, 1..16 (default 4)")
@@ -31,7 +32,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int)
     g.add_argument("--pipeline-parallel-size", type=int)
-    g.add_argument("--distributed-executor-backend", choices=["mp", "ray", "uni", "external_launcher"],
+    g.add_argument("--distributed-executor-backend", choices=get_args(ExecutorBackend),
                    help="vLLM's executor for TP/PP workers: mp (one machine), ray (a Ray cluster; "
                         "see README 'Scale-out'); default: vLLM's choice")
     g.add_argument("--chat-template", metavar="FILE",
@@ -45,6 +46,25 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="draft at most X × the matched suffix length tokens (default 1.0)")
     s.add_argument("--suffix-decoding-min-token-prob", type=float, metavar="P",
                    help="draft only tokens whose estimated probability is at least P (default 0.1)")
+
+
+def add_generation_args(p: argparse.ArgumentParser, *, max_tokens: int | None = None,
+                        why: str | None = None) -> None:
+    """``--max-tokens`` and ``--temperature``, every command's, with ``GenerationParams``' defaults.
+
+    A command whose own ``--max-tokens`` default has a reason passes it as ``max_tokens`` with
+    ``why``, which its help text states."""
+    fields = GenerationParams.model_fields
+    if max_tokens is None:
+        max_tokens = fields["max_tokens"].default
+    elif why is None:
+        raise ValueError("a --max-tokens default of a command's own needs its reason (why=)")
+    reason = f": {why}" if why else ""
+    temperature = fields["temperature"].default
+    p.add_argument("--max-tokens", type=int, default=max_tokens,
+                   help=f"most tokens to generate per request (default {max_tokens}{reason})")
+    p.add_argument("--temperature", type=float, default=temperature,
+                   help=f"sampling temperature, 0..5 (default {temperature:g}: greedy)")
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:

@@ -29,7 +29,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from specterm.cli.common import add_engine_args
+from specterm.cli.common import add_engine_args, add_generation_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,8 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--b", required=True, metavar="SPEC", help="side B, e.g. method=ngram,k=6")
     add_engine_args(p)
     p.add_argument("--rounds", type=int, default=1, help="measured runs per side, alternating A B, B A … (default 1)")
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
+    add_generation_args(p)
     p.add_argument("--raw", action="store_true", help="send PROMPT as raw text to complete (no chat template)")
     p.add_argument("--agent", metavar="NAME", help="send PROMPT to this agent on each side")
     p.add_argument("--headless", action="store_true", help="print a side-by-side summary instead of the split view")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from specterm.cli.common import add_engine_args, engine_config_from_args, generation_params, preflight, session_header
+from specterm.cli.common import (add_engine_args, add_generation_args, engine_config_from_args, generation_params,
+                                 preflight, session_header)
 from specterm.errors import ConfigError
 
 
@@ -17,8 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("prompt", help="the prompt text ('-' reads standard input)")
     add_engine_args(p)
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
+    add_generation_args(p)
     p.add_argument("--schema", metavar="FILE", help="constrain output to this JSON Schema")
     p.add_argument("--raw", action="store_true",
                    help="send PROMPT as raw text to complete (no chat template)")

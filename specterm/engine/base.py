@@ -24,6 +24,8 @@ from specterm.engine.chat import Prompt, PromptRenderer
 from specterm.events import RequestFinished, Sink
 
 Method = Literal["draft_model", "ngram", "eagle", "eagle3", "suffix"]
+ExecutorBackend = Literal["mp", "ray", "uni", "external_launcher"]
+"""vLLM's ``distributed_executor_backend`` values (``EngineConfig``; ``--distributed-executor-backend``)."""
 NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
 DEFAULT_MAX_MODEL_LEN = 4096
 SUFFIX_KNOBS = ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
@@ -50,7 +52,7 @@ class EngineConfig(BaseModel):
     seed: int = 0
     tensor_parallel_size: int = Field(1, ge=1)
     pipeline_parallel_size: int = Field(1, ge=1)
-    distributed_executor_backend: Literal["mp", "ray", "uni", "external_launcher"] | None = None
+    distributed_executor_backend: ExecutorBackend | None = None
     """vLLM's executor for the TP/PP workers; ``None``: vLLM picks (``mp`` on one machine, ``ray``
     inside a Ray placement group). More than one machine: ``ray`` (README "Scale-out")."""
     structured_output_backend: Literal["xgrammar", "guidance", "outlines", "auto"] = "xgrammar"
