@@ -1,11 +1,9 @@
-"""Themes: built-ins load from the package, match the repo's themes/, user files validate, and a
-broken file falls back to the default with a visible error."""
+"""Themes: built-ins load from the package (their only copy, specterm/ui/themes/), user files
+validate, and a broken file falls back to the default with a visible error."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-
 import pytest
 
 from specterm.ui.theming import (
@@ -13,21 +11,10 @@ from specterm.ui.theming import (
     DEFAULT_THEME,
     TOKEN_VARIABLES,
     ThemeFileError,
-    builtin_theme_dir,
     load_theme_file,
     load_themes,
     parse_theme,
 )
-
-REPO_THEMES = Path(__file__).resolve().parent.parent / "themes"
-
-
-def test_packaged_copy_matches_repo_themes():
-    # The package ships a copy (wheels carry only package files); the two must never drift.
-    repo = {p.name: p.read_bytes() for p in REPO_THEMES.glob("*.toml")}
-    packaged = {p.name: p.read_bytes() for p in builtin_theme_dir().glob("*.toml")}
-    assert repo and repo == packaged
-
 
 def test_builtins_define_every_token_variable():
     themes = load_themes(dirs=()).themes

@@ -9,12 +9,9 @@ A theme file is TOML (``.toml``) or JSON (``.json``)::
     [variables]       # CSS variables; token-* pick the verdict colours in the transcript
     token-accepted = "#87d787"
 
-Where the built-ins live: the canonical files are the repo's ``themes/`` folder (what a user copies
-to start their own theme). Wheels only carry files inside the package, and locating ``themes/``
-relative to the package breaks in an installed wheel (``site-packages/themes`` would be looked up
-— or worse, another project's folder of that name), so the package ships a copy under
-``specterm/ui/themes/``, which is what is loaded at run time. ``tests/test_ui_themes.py`` fails if
-the two copies drift apart.
+Where the built-ins live: ``specterm/ui/themes/`` (``paths.builtin_theme_dir()``), their only copy,
+loaded at run time and what a user copies to start their own theme. They are inside the package
+because wheels carry only package files (a top-level ``themes/`` would not be installed).
 
 User themes: every ``*.toml`` / ``*.json`` in ``$SPECTERM_THEME_DIR`` or
 ``<user config dir>/specterm/themes``, or one ``--theme-file``. A broken file never stops the app:
