@@ -113,7 +113,11 @@ def build_chat(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages:
 
 
 def agent_chat_template() -> str:
-    """The Jinja chat template of the agent format (shipped with the embedded and tiny pairs)."""
+    """The Jinja chat template of the agent format (shipped with the embedded and tiny pairs).
+
+    This file is the template's one source. A model directory built from it (``models/train.py``)
+    gets its own copy, ``chat_template.jinja`` next to the tokenizer, because a model directory must
+    carry its tokenizer files; ``tests/test_chat_templates.py`` checks the shipped pair's copies."""
     from pathlib import Path
 
     return (Path(__file__).with_name("chat_template.jinja")).read_text(encoding="utf-8")
