@@ -167,3 +167,20 @@ def test_hub_models_get_the_name_key_and_the_agent_format_keeps_tool():
         parse_call(agent, '{"tool":"query_sql","arguments":{"sql":"SELECT 1"}}', key="name")
     system = build_chat(agent, [("user", "hi")], [], key="name").messages[0].content
     assert system.endswith('Reply with one JSON object: {"name": NAME, "arguments": {...}} or {"answer": TEXT}.')
+
+
+def test_tool_first_leaves_the_first_generation_no_answer_branch(tmp_path):
+    from specterm.agent.scaffold import scaffold
+
+    agent = load_agent(str(scaffold("measurer", tmp_path)))
+    assert agent.tool_first  # the scaffold asks for it: a general model would answer from memory
+    first = call_schema(agent, call_only=True)
+    answer = '{"answer": "four"}'
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(answer), first)
+    with pytest.raises(ValueError):
+        parse_call(agent, answer, call_only=True)
+    call = '{"tool": "word_stats", "arguments": {"text": "a b"}}'
+    assert parse_call(agent, call, call_only=True).tool == "word_stats"
+    assert parse_call(agent, answer).answer == "four"  # later generations may answer
+    assert parse_call(agent, answer, answer_only=True, call_only=True).answer == "four"  # the last one must

@@ -111,6 +111,9 @@ class AgentDef(BaseModel):
     tools: list[ToolDef] = Field(min_length=1)
     max_steps: int = Field(4, ge=1, le=20)
     """Generations per request; the last one may only answer."""
+    tool_first: bool = False
+    """The first generation of a request must call a tool (OpenAI's ``tool_choice: "required"``): for
+    a general model that would answer from memory instead of measuring."""
     max_tokens: int = Field(256, ge=16, le=8192)
     """Token limit of each generation (tool call or answer)."""
     answer_chars: int = Field(200, ge=1, le=8000)

@@ -240,8 +240,10 @@ class AgentRunner:
                 fail(why)
                 result.error = why
                 return result
+            call_only = agent.tool_first and not result.calls and not answer_only
             params = GenerationParams(max_tokens=agent.max_tokens, temperature=self.temperature,
-                                      json_schema=call_schema(agent, answer_only=answer_only, key=self.call_key))
+                                      json_schema=call_schema(agent, answer_only=answer_only, key=self.call_key,
+                                                              call_only=call_only))
             try:
                 done = self.engine.generate(prompt, params, sink, request_id=f"{rid}-{step}", cancel=cancel)
             except Exception as err:  # noqa: BLE001 - an engine failure ends this request, not the app
@@ -255,7 +257,7 @@ class AgentRunner:
                 finish(kind, t0, ok=False, **stats)
                 break
             try:
-                call = parse_call(agent, done.text, answer_only=answer_only, key=self.call_key)
+                call = parse_call(agent, done.text, answer_only=answer_only, key=self.call_key, call_only=call_only)
             except ValueError as err:
                 finish(kind, t0, ok=False, **stats)
                 reason = f"step {step}: invalid output ({done.finish_reason}): {err}"

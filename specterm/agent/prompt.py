@@ -129,14 +129,17 @@ def answer_branch(agent: "AgentDef") -> dict[str, Any]:
             "required": ["answer"], "additionalProperties": False}
 
 
-def call_schema(agent: "AgentDef", *, answer_only: bool = False, key: CallKey = "tool") -> dict[str, Any]:
-    """The JSON Schema every generation is constrained to (see the module doc)."""
+def call_schema(agent: "AgentDef", *, answer_only: bool = False, key: CallKey = "tool",
+                call_only: bool = False) -> dict[str, Any]:
+    """The JSON Schema every generation is constrained to (see the module doc); ``call_only``: no
+    answer branch (``AgentDef.tool_first``, the first generation)."""
     branches = [] if answer_only else [
         {"type": "object", "properties": {key: {"const": t.name}, "arguments": t.parameters},
          "required": [key, "arguments"], "additionalProperties": False}
         for t in agent.tools
     ]
-    branches.append(answer_branch(agent))
+    if not call_only or answer_only:
+        branches.append(answer_branch(agent))
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
@@ -150,7 +153,8 @@ class Call:
     answer: str | None = None
 
 
-def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False, key: CallKey = "tool") -> Call:
+def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False, key: CallKey = "tool",
+               call_only: bool = False) -> Call:
     """Parse and check one generation; raises ``ValueError`` with a one-line reason."""
     import jsonschema
 
@@ -159,7 +163,7 @@ def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False, key: 
     except json.JSONDecodeError as err:
         raise ValueError(f"not valid JSON ({err.msg} at char {err.pos})") from None
     try:
-        jsonschema.validate(data, call_schema(agent, answer_only=answer_only, key=key))
+        jsonschema.validate(data, call_schema(agent, answer_only=answer_only, key=key, call_only=call_only))
     except jsonschema.ValidationError as err:
         raise ValueError(f"not a valid tool call or answer: {err.message[:200]}") from None
     if "answer" in data:

@@ -18,6 +18,8 @@ description = "Measures texts (an example agent: edit tools.py and this file)."
 examples = ["How many words are in 'the quick brown fox'?"]
 system = """You measure texts for the user. Call a tool for any number, then answer briefly."""
 max_steps = 3
+# The first generation must call a tool: a general model would otherwise answer from memory.
+tool_first = true
 max_tokens = 128
 answer_chars = 120
 
