@@ -2,7 +2,7 @@
 
 A tool's ``handler`` in ``agent.toml`` is one of
 
-* a built-in (``sql.query``: a dotted name, ``specterm.agent.tools.HANDLERS``);
+* a built-in (``sql.query``: a dotted name, ``specterm.agent.handlers.HANDLERS``);
 * ``MODULE:FUNCTION`` — ``FUNCTION`` in ``MODULE.py`` beside ``agent.toml`` (``tools:lookup_weather``).
   The file is imported by path under a module name unique to the agent folder
   (``specterm_user_tools._<hash>.tools``), so two agents' ``tools.py`` never collide and nothing is

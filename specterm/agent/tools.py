@@ -1,4 +1,5 @@
-"""Tool execution: built-in handlers, argument checks, a worker thread with a timeout.
+"""Tool execution: handler lookup (built-ins in ``handlers.py``), argument checks, a worker thread
+with a timeout.
 
 A *handler* is the Python behind a tool name in ``agent.toml`` (``handler = "sql.query"``). The loop
 calls ``ToolBox.call(name, arguments)``, which never raises: an unknown tool, arguments that fail the
@@ -20,13 +21,13 @@ thread costs only its stack until exit.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from specterm.agent.errors import ToolError
+from specterm.agent.handlers import HANDLERS
 
 if TYPE_CHECKING:
     from specterm.agent.definition import AgentDef, ToolDef
@@ -47,61 +48,6 @@ class ToolOutcome:
         """The text fed back to the model: the content (cut at ``limit`` chars) or the error."""
         text = self.content if self.ok else f"error: {self.error}"
         return text if len(text) <= limit else text[: limit - 12] + " …(cut)"
-
-
-def _num(x: float) -> str:
-    return f"{x:.2f}".rstrip("0").rstrip(".")
-
-
-# -- handlers: (toolbox, arguments, tool) -> text or (text, truncated) ---------------------------
-
-def _list_tables(box: "ToolBox", args: dict, tool: "ToolDef"):
-    return ", ".join(box.db().tables())
-
-
-def _describe_table(box: "ToolBox", args: dict, tool: "ToolDef"):
-    return box.db().describe(args["table"])
-
-
-def _query_sql(box: "ToolBox", args: dict, tool: "ToolDef"):
-    return box.db().query(args["sql"], timeout_s=tool.timeout_s)
-
-
-def _search_docs(box: "ToolBox", args: dict, tool: "ToolDef"):
-    k = int(args.get("top_k", box.agent.retrieval.top_k or 3))
-    hits = box.store().search(args["query"], k)
-    return "\n".join(f"[{i}] {p.doc} ({p.score:.2f}): {p.text}" for i, p in enumerate(hits, 1)) or "no passages"
-
-
-def _sla_budget(box: "ToolBox", args: dict, tool: "ToolDef"):
-    slo, days = float(args["slo_percent"]), int(args["window_days"])
-    budget = (1 - slo / 100) * days * 24 * 60
-    text = f"error budget for {_num(slo)}% over {days} days: {_num(budget)} minutes"
-    if "consumed_minutes" in args:
-        used = float(args["consumed_minutes"])
-        left = budget - used
-        spent = 100 * used / budget if budget else math.inf
-        text += f"; consumed {_num(used)}, remaining {_num(left)} minutes ({_num(spent)}% spent)"
-    return text
-
-
-def _capacity(box: "ToolBox", args: dict, tool: "ToolDef"):
-    peak, per = float(args["peak_rps"]), float(args["rps_per_replica"])
-    headroom = int(args.get("headroom_percent", 30))
-    need = math.ceil(peak * (1 + headroom / 100) / per - 1e-9)
-    replicas = max(2, need)  # policy: never fewer than 2 in production
-    return (f"replicas needed: {replicas} (peak {_num(peak)} rps x {1 + headroom / 100:g} headroom "
-            f"/ {_num(per)} rps per replica = {need}; minimum 2)")
-
-
-HANDLERS: dict[str, Callable[..., Any]] = {
-    "sql.list_tables": _list_tables,
-    "sql.describe_table": _describe_table,
-    "sql.query": _query_sql,
-    "docs.search": _search_docs,
-    "ops.sla_budget": _sla_budget,
-    "ops.capacity": _capacity,
-}
 
 
 class ToolBox:
