@@ -23,7 +23,7 @@ SEED = 4242
 
 
 def main() -> int:
-    from specterm.agent.definition import find_agent
+    from specterm.agent.loader import find_agent
     from specterm.models.corpus import worked_examples, write_examples
 
     for name, n in SIZES.items():

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from specterm.agent.definition import REPO_AGENTS, list_agents, load_agent
+from specterm.agent.loader import REPO_AGENTS, list_agents, load_agent
 from specterm.agent.loop import validate_request
 from specterm.agent.prompt import call_schema, parse_call, render_prompt
 from specterm.errors import ConfigError

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from specterm.agent.definition import load_agent
+from specterm.agent.loader import load_agent
 from specterm.errors import ConfigError
 
 

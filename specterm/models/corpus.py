@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from specterm.agent.definition import load_agent
+from specterm.agent.loader import load_agent
 from specterm.agent.examples import EXAMPLE_DOC, ExampleCall, WorkedExample, example_text
 from specterm.agent.prompt import build_chat, call_key_for, render_prompt
 from specterm.agent.tools import ToolBox
