@@ -1,6 +1,6 @@
 """The contracts in pyproject.toml (``[tool.importlinter]``): core packages never import textual or
 ``specterm.ui``, specterm's packages and specterm.agent's modules import downward only (``layers``
-contracts); and no import cycle among specterm's modules beyond the known one (grimp, here).
+contracts); and no import cycle among specterm's modules (grimp, here).
 import-linter reads every import statement, the ones inside functions included, so a lazy import of
 the UI from the core breaks it too. Replaces four partial checks that
 each imported a different list of modules and looked at ``sys.modules``."""
@@ -77,13 +77,8 @@ def _import_cycles() -> list[list[str]]:
 
 
 # The layers contracts cover imports between specterm's packages and between specterm.agent's
-# modules, not inside the other packages, so cycles are checked here for all of specterm. This one
-# remains (issue 36); remove it from the list when it is broken, and never add one.
-KNOWN_CYCLES = [
-    # vllm_engine.generate_concurrent imports batch, which imports VllmSpecEngine for its type
-    ["specterm.engine.batch", "specterm.engine.vllm_engine"],
-]
+# modules, not inside the other packages, so cycles are checked here for all of specterm.
 
 
-def test_no_new_import_cycles():
-    assert _import_cycles() == KNOWN_CYCLES
+def test_no_import_cycles():
+    assert _import_cycles() == []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits
@@ -29,8 +29,9 @@ from specterm.engine.verdicts import StepAssembler, spec_counters
 from specterm.errors import ConfigError
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
 
-if TYPE_CHECKING:
-    from specterm.engine.vllm_engine import VllmSpecEngine
+# The engine is ``vllm_engine.VllmSpecEngine`` (its ``generate_concurrent`` calls in here); not
+# imported, not even for its type, so the two modules form no import cycle.
+VllmSpecEngine = Any
 
 
 @dataclass(frozen=True)
