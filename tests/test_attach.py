@@ -448,7 +448,7 @@ def test_publisher_drops_and_counts_instead_of_waiting(tmp_path):
     stalled.setsockopt(zmq.SUBSCRIBE, wire.TOPIC)
     stalled.connect(f"ipc://{path}")
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # bounded, not timed: a loaded machine can take seconds to connect
         while not (pub.poll() and pub.fresh) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert pub.peers == 1 and pub.fresh
