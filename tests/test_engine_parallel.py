@@ -55,6 +55,19 @@ def test_backend_flag_and_bad_backend_from_config(monkeypatch):
         engine_config_from_args(build_parser().parse_args(["run", "hi"]))
 
 
+def test_the_ray_executor_on_the_cpu_build_is_one_line_before_any_connection():
+    # Run here against a real two-node local Ray cluster: vLLM 0.32.0's CPU build connects, then
+    # fails with "current platform cpu does not support ray" (vllm-project/vllm issue 21602).
+    from specterm.engine.parallel import check_executor
+    from specterm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="vLLM's CPU build does not support the Ray executor .*issue 21602"):
+        check_executor("ray", "cpu")
+    check_executor("ray", "cuda")
+    check_executor("mp", "cpu")
+    check_executor(None, "cpu")
+
+
 @pytest.mark.parametrize("spec", [[], ["--no-spec"]])
 def test_pipeline_parallel_is_refused_before_loading(capsys, spec):
     # vLLM 0.32.0 crashes on it after the engine start (see parallel.check_pipeline_parallel).

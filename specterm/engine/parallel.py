@@ -86,6 +86,16 @@ def prepare_cpu_workers(world_size: int, backend: str | None) -> str | None:
     return value
 
 
+def check_executor(backend: str | None, build: str | None) -> None:
+    """vLLM's CPU platform has no Ray device key, so its Ray executor refuses it after connecting to
+    the cluster ("current platform cpu does not support ray"; vllm-project/vllm issue 21602, closed
+    unfixed; PR 25386 to add it, closed unmerged). Said up front, in one line, with what works."""
+    if backend == "ray" and build == "cpu":
+        raise ConfigError("--distributed-executor-backend ray: vLLM's CPU build does not support the Ray executor "
+                          "(vllm-project/vllm issue 21602); on one machine use mp (the default), across "
+                          "machines a CUDA build")
+
+
 def check_pipeline_parallel(size: int, speculative: bool, build: str | None) -> None:
     """Pipeline parallel fails in vLLM 0.32.0 after a long start, so refuse it up front (one line).
     With speculation every build: the drafter exists only on the last PP rank and the others crash

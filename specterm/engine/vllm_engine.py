@@ -33,7 +33,7 @@ from specterm.engine.base import (
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
-from specterm.engine.parallel import check_pipeline_parallel, prepare_cpu_workers, set_default_env
+from specterm.engine.parallel import check_executor, check_pipeline_parallel, prepare_cpu_workers, set_default_env
 from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
 from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
@@ -192,6 +192,7 @@ def validate_config(c: EngineConfig) -> None:
     """One line for a missing or non-model path, a draft with another tokenizer, or a parallel
     layout vLLM 0.32.0 cannot run, before loading."""
     check_pipeline_parallel(c.pipeline_parallel_size, c.speculative, vllm_build())
+    check_executor(c.distributed_executor_backend, vllm_build())
     check_model_dir(c.target, "target")
     if c.method == "suffix" and (problem := suffix_decoding_problem()):
         raise EngineUnavailable(problem)
