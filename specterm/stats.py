@@ -14,8 +14,9 @@ event.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, RequestFinished, SpecStep
 

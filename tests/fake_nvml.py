@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ctypes
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import pynvml as _real
 

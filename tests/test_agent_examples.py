@@ -15,8 +15,8 @@ from specterm.errors import ConfigError
 
 @pytest.mark.parametrize("agent", ["sql_analyst", "ops_assistant"])
 def test_heldout_phrasings_never_appear_in_training(agent):
-    from specterm.models.intents import DOC_HELDOUT, DOC_TRAIN, Slots, intents_for, sample
     from specterm.agent.tools import ToolBox
+    from specterm.models.intents import DOC_HELDOUT, DOC_TRAIN, Slots, intents_for, sample
 
     for it in intents_for(agent):
         assert not set(it.train) & set(it.heldout), it.name

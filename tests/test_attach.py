@@ -63,7 +63,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="none", timeout=120, max_retries=0)
 
-    def wait_ready(self, timeout: float = 300) -> "Server":
+    def wait_ready(self, timeout: float = 300) -> Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from specterm.engine import EngineConfig, GenerationParams
 from specterm.bench.workloads import ENGINE_CHECK, RAW
+from specterm.engine import EngineConfig, GenerationParams
 from specterm.engine.base import SUFFIX_KNOBS
 from specterm.errors import EngineUnavailable
 

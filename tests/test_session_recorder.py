@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -137,7 +137,7 @@ def test_failed_write_stops_recording_without_raising(tmp_path):
 
 def test_default_session_path_is_under_the_data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTERM_DATA_DIR", str(tmp_path / "data"))
-    when = datetime(2026, 12, 2, 13, 55, 1, tzinfo=timezone.utc)
+    when = datetime(2026, 12, 2, 13, 55, 1, tzinfo=UTC)
     a, b = default_session_path(when), default_session_path(when)
     assert a.parent == tmp_path / "data" / "sessions"
     assert a.name.startswith("20261202T135501Z-") and a.suffix == ".jsonl"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import threading
 
-import pytest
 from rich.style import Style
 
 from specterm.events import SpecStep, UserMessage

@@ -4,6 +4,7 @@ validate, and a broken file falls back to the default with a visible error."""
 from __future__ import annotations
 
 import asyncio
+
 import pytest
 
 from specterm.ui.theming import (
@@ -15,6 +16,7 @@ from specterm.ui.theming import (
     load_themes,
     parse_theme,
 )
+
 
 def test_builtins_define_every_token_variable():
     themes = load_themes(dirs=()).themes

@@ -48,8 +48,8 @@ class ToolDef(BaseModel):
     @field_validator("handler")
     @classmethod
     def _handler(cls, v: str) -> str:
-        from specterm.agent.plugins import check_user_handler, is_user_handler
         from specterm.agent.handlers import HANDLERS
+        from specterm.agent.plugins import check_user_handler, is_user_handler
 
         if is_user_handler(v):
             check_user_handler(v)  # resolved by the loader, which knows the agent's folder
@@ -121,7 +121,7 @@ class AgentDef(BaseModel):
     """The agent folder (set by the loader)."""
 
     @model_validator(mode="after")
-    def _consistent(self) -> "AgentDef":
+    def _consistent(self) -> AgentDef:
         names = [t.name for t in self.tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

@@ -63,7 +63,7 @@ def example_text(ex: WorkedExample) -> str:
     return " → ".join([ex.question, *steps])
 
 
-def load_examples(path: Path, agent: "AgentDef | None" = None) -> list[WorkedExample]:
+def load_examples(path: Path, agent: AgentDef | None = None) -> list[WorkedExample]:
     """The examples in ``path``; a problem is one ``ConfigError`` line naming the file and the entry."""
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -92,12 +92,12 @@ class ExampleStore(VectorStore):
 
     CHUNK_VERSION = "examples-v1"
 
-    def __init__(self, path: Path, db_path: Path, agent: "AgentDef | None" = None) -> None:
+    def __init__(self, path: Path, db_path: Path, agent: AgentDef | None = None) -> None:
         self.examples_path, self.agent = Path(path), agent
         super().__init__(Path(path).parent, db_path)
 
     @classmethod
-    def for_agent(cls, agent: "AgentDef") -> "ExampleStore":
+    def for_agent(cls, agent: AgentDef) -> ExampleStore:
         from specterm.paths import agent_cache_dir
 
         return cls(agent.examples_file, agent_cache_dir(agent.name) / "examples.sqlite", agent)

@@ -10,7 +10,8 @@ types: no import circle. Hence ``Any`` for ``box`` and ``tool`` here.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _num(x: float) -> str:

@@ -29,8 +29,9 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError, field_validator
 
@@ -91,7 +92,7 @@ def validate_request(text: str) -> str | None:
     return None
 
 
-def sent_back_note(invented: list[str], result: "AgentResult") -> str:
+def sent_back_note(invented: list[str], result: AgentResult) -> str:
     """What the model reads after an ungrounded answer: which figures, and the failed call if any."""
     failed = result.last_failure()
     said = f"the answer states {', '.join(invented)}, which no tool result of this request contains"

@@ -30,16 +30,17 @@ import json
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ENTRY_POINT_GROUP = "specterm.tools"
 ENTRY_PREFIX = "entry:"
 _USER_SPEC = re.compile(r"^(?:entry:[A-Za-z0-9_.\-]+|[A-Za-z_][A-Za-z0-9_]*:[A-Za-z_][A-Za-z0-9_]*)$")
 _lock = threading.Lock()
-_cache: dict[tuple[str, str], "UserTool"] = {}
+_cache: dict[tuple[str, str], UserTool] = {}
 
 
 class PluginError(ValueError):

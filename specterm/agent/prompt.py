@@ -41,8 +41,9 @@ answered ``"}"`` to its first question; with ``"name"`` it writes the query (``c
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from specterm.engine.chat import ChatPrompt, Message, tool_spec
 from specterm.events import Passage
@@ -80,14 +81,14 @@ def _arg_type(schema: dict[str, Any]) -> str:
     return kind
 
 
-def tool_line(tool: "ToolDef") -> str:
+def tool_line(tool: ToolDef) -> str:
     props = tool.parameters.get("properties", {})
     required = set(tool.parameters.get("required", []))
     args = ", ".join(f"{name}{'' if name in required else '?'}: {_arg_type(s)}" for name, s in props.items())
     return f"- {tool.name}({args}): {tool.description}"
 
 
-def render_prompt(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages: Sequence[Passage]) -> str:
+def render_prompt(agent: AgentDef, history: Sequence[tuple[Role, str]], passages: Sequence[Passage]) -> str:
     """The full prompt for the next generation. ``history`` is the request so far as
     (role, text) pairs: one ``user`` turn, then ``call``/``result`` pairs."""
     lines = ["<|system|>", agent.system.strip(), "Tools:", *(tool_line(t) for t in agent.tools), INSTRUCTION]
@@ -100,7 +101,7 @@ def render_prompt(agent: "AgentDef", history: Sequence[tuple[Role, str]], passag
     return "\n".join(lines) + "\n"
 
 
-def build_chat(agent: "AgentDef", history: Sequence[tuple[Role, str]], passages: Sequence[Passage], *,
+def build_chat(agent: AgentDef, history: Sequence[tuple[Role, str]], passages: Sequence[Passage], *,
                key: CallKey = "tool") -> ChatPrompt:
     """The conversation for the next generation (what ``render_prompt`` writes as text): the
     instruction is the system message's last line; calls are assistant turns, results tool turns."""
@@ -123,13 +124,13 @@ def agent_chat_template() -> str:
     return (Path(__file__).with_name("chat_template.jinja")).read_text(encoding="utf-8")
 
 
-def answer_branch(agent: "AgentDef") -> dict[str, Any]:
+def answer_branch(agent: AgentDef) -> dict[str, Any]:
     return {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1,
                                                         "maxLength": agent.answer_chars}},
             "required": ["answer"], "additionalProperties": False}
 
 
-def call_schema(agent: "AgentDef", *, answer_only: bool = False, key: CallKey = "tool",
+def call_schema(agent: AgentDef, *, answer_only: bool = False, key: CallKey = "tool",
                 call_only: bool = False) -> dict[str, Any]:
     """The JSON Schema every generation is constrained to (see the module doc); ``call_only``: no
     answer branch (``AgentDef.tool_first``, the first generation)."""
@@ -153,7 +154,7 @@ class Call:
     answer: str | None = None
 
 
-def parse_call(agent: "AgentDef", text: str, *, answer_only: bool = False, key: CallKey = "tool",
+def parse_call(agent: AgentDef, text: str, *, answer_only: bool = False, key: CallKey = "tool",
                call_only: bool = False) -> Call:
     """Parse and check one generation; raises ``ValueError`` with a one-line reason."""
     import jsonschema

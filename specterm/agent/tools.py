@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from specterm.agent.errors import ToolError
 from specterm.agent.handlers import HANDLERS
@@ -53,7 +54,7 @@ class ToolOutcome:
 class ToolBox:
     """An agent's tools with their resources (database, vector store), opened on first use."""
 
-    def __init__(self, agent: "AgentDef", *, store: Any = None) -> None:
+    def __init__(self, agent: AgentDef, *, store: Any = None) -> None:
         self.agent = agent
         self._db = None
         self._store = store
@@ -105,7 +106,7 @@ class ToolBox:
         out = self.examples().search(text, r.example_k) if self.agent.examples_file and r.example_k else []
         return out + (self.store().search(text, r.top_k) if r.top_k else [])
 
-    def _handler(self, tool: "ToolDef") -> Callable[..., Any]:
+    def _handler(self, tool: ToolDef) -> Callable[..., Any]:
         from specterm.agent.plugins import PluginError, is_user_handler, resolve
 
         if not is_user_handler(tool.handler):
@@ -150,7 +151,7 @@ class ToolBox:
         return ToolOutcome(True, content=text, truncated=truncated, latency_s=latency)
 
 
-def _check_arguments(tool: "ToolDef", arguments: Any) -> str | None:
+def _check_arguments(tool: ToolDef, arguments: Any) -> str | None:
     import jsonschema
 
     try:

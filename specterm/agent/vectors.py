@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MODEL_NAME = "all-MiniLM-L6-v2"
 CHUNK_VERSION = "paragraphs-v1"
 _embedder_lock = threading.Lock()
-_embedder: "Embedder | None" = None
+_embedder: Embedder | None = None
 
 
 class Embedder:
@@ -106,7 +106,7 @@ class VectorStore:
         self._load()
 
     @classmethod
-    def for_agent(cls, agent: "AgentDef") -> "VectorStore":
+    def for_agent(cls, agent: AgentDef) -> VectorStore:
         from specterm.paths import agent_cache_dir
 
         return cls(agent.docs_dir, agent_cache_dir(agent.name) / "vectors.sqlite",

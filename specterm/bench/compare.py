@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import platform
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from specterm.bench.compare_tally import LANES, CompareTally
 from specterm.engine.base import EngineConfig, GenerationParams, SessionClock

@@ -21,8 +21,8 @@ build and machine gives the same answer every run.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 ALPHA = 0.001
 MIN_EXPECTED = 5

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import datetime
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from specterm.bench.runner import TARGET_ONLY, ConfigSpec, engine_config
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine

@@ -4,7 +4,7 @@ ratio against concurrency, the crossover in one line, and the same as SVG (Rich'
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console

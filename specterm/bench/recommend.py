@@ -24,8 +24,9 @@ import math
 import os
 import tempfile
 import tomllib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 

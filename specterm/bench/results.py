@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from specterm.bench.runner import DRAFT_AS_TARGET, TARGET_ONLY, ConfigSpec, RequestRecord
 from specterm.bench.theory import alpha_from_acceptance_length, theoretical_speedup
@@ -46,7 +47,7 @@ class Spread:
     n: int
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> "Spread | None":
+    def of(cls, values: Iterable[float]) -> Spread | None:
         vals = [v for v in values if v is not None]
         if not vals:
             return None

@@ -19,8 +19,9 @@ prefill); decode tokens/s and step times use only that part, so prompt length do
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine
 from specterm.engine.chat import Prompt

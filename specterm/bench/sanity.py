@@ -19,8 +19,9 @@ The verdict logic (``judge``) works on plain numbers so it is tested without an 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from specterm.bench.distribution import compare
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine

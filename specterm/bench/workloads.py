@@ -20,8 +20,8 @@ the raw prefixes for ``prose`` and ``code``, with a note saying so (``resolve``)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from specterm.engine.chat import ChatPrompt, ChatTemplateError, Prompt, PromptRenderer
 from specterm.errors import ConfigError

@@ -211,8 +211,16 @@ def _specs(args: argparse.Namespace, base) -> list:
 def bench(args: argparse.Namespace, base, console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from specterm.bench.report import (acceptance_table, results_table, speedup_plot, to_json, ttft_steps_table,
-                                       turns_table, write_json, write_svg)
+    from specterm.bench.report import (
+        acceptance_table,
+        results_table,
+        speedup_plot,
+        to_json,
+        ttft_steps_table,
+        turns_table,
+        write_json,
+        write_svg,
+    )
     from specterm.bench.results import aggregate
     from specterm.bench.runner import BenchRunner
     from specterm.bench.workloads import describe

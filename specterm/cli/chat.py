@@ -89,13 +89,12 @@ def handle(args: argparse.Namespace) -> int:
             return run_compare_replay(read_session(args.replay), speed=args.speed or float("inf"))
         return run_replay_app(args.replay, speed=args.speed, **ui)
 
-    from specterm.cli.common import session_header
-    from specterm.engine import SessionClock
-    from specterm.session.recorder import recorder_from_args
     from functools import partial
 
-    from specterm.engine import load_engine
+    from specterm.cli.common import session_header
+    from specterm.engine import SessionClock, load_engine
     from specterm.session.live import LiveSession, make_runner
+    from specterm.session.recorder import recorder_from_args
 
     params, agent, config = check_live_args(args)
     clock = SessionClock()

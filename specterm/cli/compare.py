@@ -27,7 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from specterm.cli.common import add_engine_args, add_generation_args
 

@@ -8,8 +8,8 @@ are a rich progress bar with elapsed time on stderr; elsewhere (CI logs, pipes) 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 BUILD_STAGES = 4
 """What a full smollm2-agent build logs: download, import, merge, draft (fewer when the base is cached)."""

@@ -20,7 +20,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from specterm.errors import SpectermError
 from specterm.render import inert

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import argparse
 
-from specterm.cli.common import (add_engine_args, add_generation_args, engine_config_from_args, generation_params,
-                                 preflight, session_header)
+from specterm.cli.common import (
+    add_engine_args,
+    add_generation_args,
+    engine_config_from_args,
+    generation_params,
+    preflight,
+    session_header,
+)
 from specterm.errors import ConfigError
 
 

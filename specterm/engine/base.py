@@ -167,7 +167,7 @@ class SpecEngine(ABC):
         """Forget what suffix decoding learned from earlier requests (its global tree). Nothing else
         resets it: ``reset_prefix_cache`` leaves it alone, so it keeps learning across requests."""
 
-    def __enter__(self) -> "SpecEngine":
+    def __enter__(self) -> SpecEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:

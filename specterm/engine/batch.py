@@ -19,8 +19,9 @@ request in it, so a request's wall time is its own start to finish, not a sum of
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits

@@ -55,7 +55,7 @@ class ChatPrompt(BaseModel):
     """Retrieved passages: ``{"title": ..., "text": ...}``."""
 
     @classmethod
-    def user(cls, text: str, system: str | None = None) -> "ChatPrompt":
+    def user(cls, text: str, system: str | None = None) -> ChatPrompt:
         msgs = ([Message(role="system", content=system)] if system else []) + [Message(role="user", content=text)]
         return cls(messages=msgs)
 

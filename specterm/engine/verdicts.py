@@ -13,11 +13,13 @@ testable on its own and shared by every engine implementation.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from specterm.events import Error, Sink, SpecStep, Token
 from specterm.stats import SpecStats
+
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:

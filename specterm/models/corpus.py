@@ -34,14 +34,15 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specterm.agent.loader import load_agent
 from specterm.agent.examples import EXAMPLE_DOC, ExampleCall, WorkedExample, example_text
+from specterm.agent.loader import load_agent
 from specterm.agent.prompt import build_chat, call_key_for, render_prompt
 from specterm.agent.tools import ToolBox
 from specterm.events import Passage

@@ -16,8 +16,9 @@ An installed wheel without the embedded pair falls back to the tiny test pair (`
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from specterm.errors import ConfigError
 from specterm.paths import embedded_pair_dir, model_cache_dir

@@ -31,9 +31,9 @@ import json
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from pathlib import Path
 
 from specterm.errors import ConfigError
 

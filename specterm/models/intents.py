@@ -16,8 +16,8 @@ must answer directly: greetings, thanks, what is not in the data, what is out of
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 COUNTRIES = {"US": (["the US", "the United States", "the USA"], ["American", "US"]),
              "DE": (["Germany"], ["German"]), "FR": (["France"], ["French"]), "JP": (["Japan"], ["Japanese"]),

@@ -26,8 +26,8 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from specterm.errors import ConfigError
 from specterm.paths import model_cache_dir, shipped

@@ -24,17 +24,18 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from specterm import __version__
 from specterm.engine import wire
 from specterm.engine.base import SessionClock
 from specterm.engine.verdicts import StepAssembler, StepRecord
 from specterm.errors import ConfigError
-from specterm.paths import portable
 from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink
+from specterm.paths import portable
 
 START_HINT = ("start the server with specterm's publishing scheduler: specterm vllm-serve MODEL "
               "[vLLM flags], or add --scheduler-cls " + wire.SCHEDULER_CLS + " to your vllm serve command")

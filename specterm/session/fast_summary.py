@@ -22,7 +22,7 @@ work on dicts). ``data.events`` stays empty: the events are counted, not kept.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 

@@ -18,7 +18,8 @@ exercised by tests before the first real format change needs it.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from specterm.errors import SessionFileError
 from specterm.events import FORMAT_VERSION

@@ -34,7 +34,8 @@ import pickle
 import queue
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 POLL_S = 0.05
 """How often a run waiting for events looks at its cancel event (a cancel reaches the child within it)."""
@@ -126,7 +127,7 @@ class EngineProcess:
 
     @classmethod
     def start(cls, engine_factory: Callable[[], Any], runner_factory: Callable[[Any], Any],
-              log_path: str | os.PathLike = os.devnull) -> "EngineProcess":
+              log_path: str | os.PathLike = os.devnull) -> EngineProcess:
         ctx = mp.get_context("spawn")  # never fork a process that may hold threads and a terminal
         parent, child = ctx.Pipe()
         process = ctx.Process(target=_child, args=(child, engine_factory, runner_factory, str(log_path)),

@@ -31,10 +31,11 @@ import json
 import math
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from pydantic import ValidationError
 

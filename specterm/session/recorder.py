@@ -28,10 +28,11 @@ import os
 import secrets
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 from specterm.errors import SessionFileError
 from specterm.events import BaseEvent, SessionEnded, SessionStarted, dump_event
@@ -45,8 +46,8 @@ def default_session_path(now: datetime | None = None) -> Path:
     """``<data dir>/sessions/<UTC timestamp>-<short id>.jsonl``, e.g.
     ``sessions/20261202T135501Z-3fa9c1.jsonl``. The random suffix keeps two sessions started in
     the same second apart; the timestamp first makes ``ls`` list them in order."""
-    now = now or datetime.now(timezone.utc)
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    now = now or datetime.now(UTC)
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     return data_dir() / "sessions" / f"{stamp}-{secrets.token_hex(3)}.jsonl"
 
 

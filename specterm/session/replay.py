@@ -28,7 +28,7 @@ import math
 import threading
 import time
 from collections import deque
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from specterm.events import Event
 

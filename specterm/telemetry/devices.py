@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from specterm.telemetry.errors import NoGpu, is_code, is_permanent, is_soft, one_line
 

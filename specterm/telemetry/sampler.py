@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from specterm.events import BaseEvent, GpuSample, GpuStatus, Sink
 from specterm.telemetry import devices

@@ -11,9 +11,10 @@ thread worker, a long session file is read by one (``ui/loading.py``), and cance
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 RESET = object()
 """Marker pushed in-band when a replay rewinds: everything before it is discarded by the UI."""

@@ -3,7 +3,7 @@ readable on 16-colour terminals and in NO_COLOR mode."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 _SPARK = "▁▂▃▄▅▆▇█"
 _EIGHTHS = " ▏▎▍▌▋▊▉█"

@@ -9,8 +9,9 @@ UI routes each by its lane to that side's transcript and feeds the shared ``Comp
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from textual import work
 from textual.app import App

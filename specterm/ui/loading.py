@@ -8,8 +8,9 @@ at a time into the ``Replayer`` and returns the file's warnings, complete once i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from specterm.session.reader import SessionData, SessionReader
 

@@ -11,9 +11,10 @@ wiring: event sources, the event pump and live requests. The screen reaches the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
