@@ -1,6 +1,6 @@
 """``SpecEngine`` on vLLM, in this process, with exact per-token verdicts.
 
-Design (verified on vLLM 0.32.0, see ARCHITECTURE §4): the synchronous ``LLMEngine`` with
+Design (verified on vLLM 0.32.0; how verdicts are captured: docs/verdicts.md): the synchronous ``LLMEngine`` with
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` runs vLLM's EngineCore in the calling thread; every ``step()``
 is exactly one engine step, so a ``RequestOutputKind.DELTA`` output holds exactly that step's
 emitted tokens — deltas are never merged however slow the consumer is. ``CapturingScheduler``
