@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             for i, case in enumerate(cases, 1):
                 events: list = []
 
-                def sink(event, events=events):
+                def sink(event, events=events, tally=tally):
                     events.append(event)
                     tally(event)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -82,7 +82,7 @@ class _SettingsBase(BaseSettings):
 
 EngineSettings = create_model(
     "EngineSettings", __base__=_SettingsBase,
-    **{name: (Optional[Any], None) for name in EngineConfig.model_fields},  # type: ignore[call-overload]
+    **{name: (Any | None, None) for name in EngineConfig.model_fields},  # type: ignore[call-overload]
 )
 """The names pydantic-settings looks for: ``EngineConfig``'s fields (``SPECTERM_<FIELD>`` in the
 environment); values stay raw here and are validated by ``EngineConfig``."""

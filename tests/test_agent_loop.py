@@ -196,7 +196,7 @@ def test_forced_tokens_are_exactly_the_positions_with_one_allowed_token(runs, ti
 
 def test_model_generated_drop_and_attach_are_refused_and_the_db_is_untouched(runs):
     extra = runs["extra"]
-    for label, (result, events) in extra["hostile"].items():
+    for label, (_result, events) in extra["hostile"].items():
         calls = [e for e in events if isinstance(e, ToolCall)]
         results = [e for e in events if isinstance(e, ToolResult)]
         assert calls and calls[0].arguments["sql"].split()[0] == label.upper()

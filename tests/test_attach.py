@@ -453,7 +453,6 @@ def test_publisher_drops_and_counts_instead_of_waiting(tmp_path):
             time.sleep(0.02)
         assert pub.peers == 1 and pub.fresh
         rec = wire.Rec("r", [1, 2, 3, 4], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5], 0, 0, None)
-        start = time.monotonic()
         for _ in range(2000):
             pub.send(wire.Batch(t=0.0, wall=0.0, dropped=pub.dropped, recs=[rec] * 8))
         assert pub.dropped > 1000

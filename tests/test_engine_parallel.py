@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-from specterm.engine import EngineConfig, GenerationParams, load_engine
 from specterm.bench.workloads import ENGINE_CHECK, RAW
+from specterm.engine import EngineConfig, GenerationParams, load_engine
 from specterm.engine.parallel import cpu_binding
 from specterm.events import EngineCounters, SpecStep
 from specterm.paths import embedded_pair_dir

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+
 def _cpu_build() -> bool:
     from specterm.engine.vllm_engine import vllm_build
 

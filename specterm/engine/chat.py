@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -60,7 +60,7 @@ class ChatPrompt(BaseModel):
         return cls(messages=msgs)
 
 
-Prompt = Union[str, ChatPrompt]
+Prompt = str | ChatPrompt
 """A raw completion prompt (``str``) or a conversation."""
 
 

@@ -18,8 +18,9 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 from specterm.engine.base import (
     DEFAULT_MAX_MODEL_LEN,

@@ -263,7 +263,7 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
                                                  answer=None if steps else answer)).split(" → ", 1)[1]
                 substitute = rng.random() < substitute_rate
                 shape = tuple((t, tuple(sorted(a))) for t, a, _ in steps)
-                other = lambda i: contrasts(shape, ex_shapes[i])  # noqa: E731
+                other = lambda i: contrasts(shape, ex_shapes[i])  # noqa: E731, B023 - called in this iteration only
                 contrast = bool(contrast_rate and steps and rng.random() < contrast_rate
                                 and any(other(i) for i in range(len(ex_texts))))
                 scores = examples.matrix @ vec

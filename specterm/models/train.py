@@ -159,7 +159,9 @@ def evaluate(target, draft, data, pad: int) -> dict:
             mask = y[:, 1:] != -100
             pt, pd = lt.logits[:, :-1].argmax(-1)[mask], ld.logits[:, :-1].argmax(-1)[mask]
             truth = y[:, 1:][mask]
-            agree += int((pt == pd).sum()); t_ok += int((pt == truth).sum()); d_ok += int((pd == truth).sum())
+            agree += int((pt == pd).sum())
+            t_ok += int((pt == truth).sum())
+            d_ok += int((pd == truth).sum())
             n += int(mask.sum())
             for k, out in (("target", lt), ("draft", ld)):
                 losses[k] += float(torch.nn.functional.cross_entropy(out.logits[:, :-1][mask], truth, reduction="sum"))
@@ -168,7 +170,7 @@ def evaluate(target, draft, data, pad: int) -> dict:
             "heldout_loss": {k: round(v / n, 4) for k, v in losses.items()}}
 
 
-def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:
+def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:  # noqa: B008 - s is only read
     """Build ``out/target`` and ``out/draft`` (+ ``out/train.json``) and return the report."""
     import torch
     from transformers import LlamaForCausalLM

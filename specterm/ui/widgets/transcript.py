@@ -249,7 +249,7 @@ class Transcript(ScrollView, can_focus=True):
         """The selected text, from the rows' text (selection offsets are text columns: the edge and
         its space carry none)."""
         lines = []
-        for i, item in enumerate(self._items):
+        for item in self._items:
             lines.extend(item.row(self, r).text.rstrip() for r in range(item.height))
             lines.append("")
         return selection.extract("\n".join(lines)), "\n"
