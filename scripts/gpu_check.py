@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 
-from specterm.events import GpuSample, GpuStatus  # noqa: E402
-from specterm.telemetry import GpuSampler  # noqa: E402
+from specterm.events import GpuSample, GpuStatus
+from specterm.telemetry import GpuSampler
 
 
 def fmt(value, spec: str, unit: str = "") -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specterm.models.smollm2_agent import ADAPTER, TOKENIZER_FILES, shipped_dir  # noqa: E402
+from specterm.models.smollm2_agent import ADAPTER, TOKENIZER_FILES, shipped_dir
 
 BASE_NAME = "smollm2-135m-instruct"  # `specterm models fetch smollm2` puts it in the cache under this name
 

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specterm.engine.chat import PromptRenderer  # noqa: E402
-from specterm.models.corpus import Render, add_training_args, generate, training_options  # noqa: E402
-from specterm.models.train import _batch, encode, evaluate  # noqa: E402
-from specterm.paths import model_cache_dir  # noqa: E402
+from specterm.engine.chat import PromptRenderer
+from specterm.models.corpus import Render, add_training_args, generate, training_options
+from specterm.models.train import _batch, encode, evaluate
+from specterm.paths import model_cache_dir
 
 
 def draft_config(tok, base_config, hidden: int, layers: int):

@@ -95,7 +95,7 @@ def _deep(report: Report, deep_check: Callable[[], dict[str, Any]] | None) -> No
         report.facts["deep"] = {"ran": False, "detail": "skipped: no vLLM engine installed"}
         return
     if deep_check is None:
-        from specterm.bench.sanity import doctor_check as deep_check  # noqa: PLC0415
+        from specterm.bench.sanity import doctor_check as deep_check
     try:
         result = deep_check()
     except Exception as err:  # noqa: BLE001 - a check that cannot run is itself a finding
@@ -177,7 +177,7 @@ def cpu_facts(cpuinfo_path: str = "/proc/cpuinfo") -> dict[str, Any]:
 
 def _gpus(gpu_probe: Callable[[], dict[str, Any]] | None) -> dict[str, Any]:
     if gpu_probe is None:
-        from specterm.telemetry import probe as gpu_probe  # noqa: PLC0415
+        from specterm.telemetry import probe as gpu_probe
     return gpu_probe()
 
 

@@ -64,7 +64,7 @@ def database_path(agent_name: str, script: Path) -> Path:
 
 
 def _authorizer(denied: list[str]):
-    def check(action, arg1, arg2, dbname, source):  # noqa: ANN001 - sqlite3 callback signature
+    def check(action, arg1, arg2, dbname, source):  # sqlite3 callback signature
         if action in ALLOWED_ACTIONS:
             return sqlite3.SQLITE_OK
         denied.append(_ACTION_NAMES.get(action, str(action)) + (f" {arg1}" if arg1 else ""))

@@ -21,13 +21,13 @@ def register(subparsers: Any) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from specterm.doctor import gather  # noqa: PLC0415
+    from specterm.doctor import gather
 
     report = gather(deep=args.deep)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        from rich.console import Console  # noqa: PLC0415
+        from rich.console import Console
 
         print_report(report, Console(highlight=False))
     return report.exit_code
@@ -98,8 +98,8 @@ def _model_rows(models: dict[str, Any]) -> list[tuple[str, str]]:
 
 def print_report(report: Any, console: Any) -> None:
     """Reasons a run cannot start first, then the facts, then warnings and known issues."""
-    from rich.table import Table  # noqa: PLC0415
-    from rich.text import Text  # noqa: PLC0415
+    from rich.table import Table
+    from rich.text import Text
 
     # Text objects throughout: model paths and GPU names must never be read as Rich markup.
     for problem in report.problems:

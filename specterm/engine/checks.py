@@ -61,7 +61,7 @@ def inspect_model_dir(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _safetensors_tensor_count(file: Path) -> int:
-    from safetensors import safe_open  # noqa: PLC0415 - installed with the engine extras
+    from safetensors import safe_open  # installed with the engine extras
 
     with safe_open(str(file), framework="numpy") as handle:  # header only; no weights are read
         handle.metadata()

@@ -197,7 +197,7 @@ class PublishingScheduler(CapturingScheduler):
         out = super().update_from_output(scheduler_output, model_runner_output)
         try:
             self._publish(reqs, before)
-        except Exception:  # noqa: BLE001 - a viewer must never take the server down
+        except Exception:  # a viewer must never take the server down
             log.exception("specterm: publishing failed; turned off for this server")
             self.publisher, self.capture = None, False
         return out

@@ -227,7 +227,7 @@ class VllmSpecEngine(SpecEngine):
             from vllm.v1.engine.llm_engine import LLMEngine
 
             self._engine = LLMEngine.from_engine_args(_engine_args(config))
-        except Exception as err:  # noqa: BLE001 - vLLM raises many types; the user needs one line
+        except Exception as err:  # vLLM raises many types; the user needs one line
             raise EngineUnavailable(f"engine failed to start: {_one_line(err)}") from err
         self._metrics = own_vllm_collectors()
         from specterm.engine.capture import CapturingScheduler

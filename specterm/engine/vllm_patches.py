@@ -59,7 +59,7 @@ def register() -> bool:
         import importlib
 
         module = importlib.import_module(_MODULE)
-    except Exception:  # noqa: BLE001 - a plugin must never stop vLLM from starting
+    except Exception:  # a plugin must never stop vLLM from starting
         logger.exception("specterm: could not install the CPU sampling fix")
         return False
     global _original

@@ -81,7 +81,7 @@ def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
     """Open ``path`` for binary reading, transparently gunzipping. Returns (stream, raw file):
     the same object for a plain file; closing a GzipFile does not close the file under it."""
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed by read_session
+        raw = open(path, "rb")  # closed by read_session
     except FileNotFoundError:
         raise SessionFileError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -100,7 +100,7 @@ def soft(nvml: Any, target: Target | None, key: str, fn: Callable[..., Any], *ar
         return None
     try:
         return fn(*args)
-    except Exception as err:  # noqa: BLE001 - filtered just below
+    except Exception as err:  # filtered just below
         if not is_soft(err, nvml):
             raise
         if target is not None and is_permanent(err, nvml):

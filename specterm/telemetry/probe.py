@@ -23,7 +23,7 @@ def probe(nvml: Any = None) -> dict[str, Any]:
     targets: list[devices.Target] = []
     try:
         if nvml is None:
-            import pynvml as nvml  # noqa: PLC0415
+            import pynvml as nvml
         nvml.nvmlInit()
         initialised = True
         result["driver_version"] = devices._text(
@@ -56,6 +56,6 @@ def probe(nvml: Any = None) -> dict[str, Any]:
             if initialised:
                 try:
                     nvml.nvmlShutdown()
-                except Exception:  # noqa: BLE001, S110 - best effort
+                except Exception:  # noqa: BLE001 - best effort
                     pass
     return result

@@ -145,7 +145,7 @@ class GpuSampler:
                 if delay is None:
                     break
                 self._stop.wait(delay)
-        except BaseException as err:  # noqa: BLE001 - last line of defence: the thread never raises
+        except BaseException as err:  # last line of defence: the thread never raises
             log.exception("GPU sampler thread crashed")
             self._set_state("error", f"GPU telemetry stopped: {type(err).__name__}: {err}")
         finally:
@@ -153,7 +153,7 @@ class GpuSampler:
 
     def _setup(self) -> None:
         if self._nvml is None:
-            import pynvml  # noqa: PLC0415 - imported in the thread; ImportError is classified
+            import pynvml  # imported in the thread; ImportError is classified
 
             self._nvml = pynvml
         self._nvml.nvmlInit()
@@ -196,12 +196,12 @@ class GpuSampler:
     def _now(self) -> float:
         try:
             return float(self._clock())
-        except Exception:  # noqa: BLE001 - a broken clock must not take telemetry down
+        except Exception:  # a broken clock must not take telemetry down
             log.exception("GPU sampler clock raised")
             return 0.0
 
     def _emit(self, event: BaseEvent) -> None:
         try:
             self._sink(event)
-        except Exception:  # noqa: BLE001 - a broken sink must not kill telemetry or be blamed on NVML
+        except Exception:  # a broken sink must not kill telemetry or be blamed on NVML
             log.exception("GPU sampler sink raised")
