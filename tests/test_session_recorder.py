@@ -17,13 +17,8 @@ import pytest
 
 from specterm.errors import SessionFileError
 from specterm.events import FORMAT_VERSION, SessionEnded, SpecStep, UserMessage
-from specterm.session import (
-    Recorder,
-    add_record_args,
-    default_session_path,
-    read_session,
-    recorder_from_args,
-)
+from specterm.cli.common import add_record_args, recorder_from_args
+from specterm.session import Recorder, default_session_path, read_session
 from specterm.session.synthetic import synthetic_header, synthetic_session
 
 REPO = Path(__file__).resolve().parents[1]

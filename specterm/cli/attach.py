@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the server's Prometheus endpoint (e.g. http://127.0.0.1:8000/metrics): at the end, "
                         "check the verdict counts against vLLM's spec-decode counters")
     p.add_argument("--theme", help="dashboard theme")
-    from specterm.session.recorder import add_record_args
+    from specterm.cli.common import add_record_args
 
     add_record_args(p)
     p.set_defaults(func=handle)
@@ -65,7 +65,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def make_recorder(args: argparse.Namespace):
-    from specterm.session.recorder import recorder_from_args
+    from specterm.cli.common import recorder_from_args
 
     return lambda header: recorder_from_args(args, header)
 

@@ -48,7 +48,7 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-gpu", action="store_true", help="do not sample NVML (GPU panel off)")
     p.add_argument("--engine-in-process", action="store_true",
                    help="run the engine in the app's process instead of its own (slower with the dashboard)")
-    from specterm.session.recorder import add_record_args
+    from specterm.cli.common import add_record_args
 
     add_record_args(p)
 
@@ -94,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.cli.common import session_header
     from specterm.engine import SessionClock, load_engine
     from specterm.session.live import LiveSession, make_runner
-    from specterm.session.recorder import recorder_from_args
+    from specterm.cli.common import recorder_from_args
 
     params, agent, config = check_live_args(args)
     clock = SessionClock()

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import platform
 import socket
-from typing import get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, get_args
 
 from specterm import __version__
 from specterm.cli.progress import build_progress
 from specterm.config import LOCAL_PRESETS, PRESETS, resolve_engine_config
 from specterm.engine.base import SUFFIX_KNOBS, EngineConfig, ExecutorBackend, GenerationParams, Method
 from specterm.events import SessionStarted
+from specterm.paths import DATA_DIR_ENV
+
+if TYPE_CHECKING:
+    from specterm.session.recorder import Recorder
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -186,3 +191,29 @@ def generation_params(**fields):
     except ValidationError as err:
         loc, msg = first_error(err)
         raise ConfigError(f"bad --{str(loc[0]).replace('_', '-')}: {msg}") from None
+
+
+# -- recording flags (run, chat, compare, attach) -----------------------------------------------------
+
+
+def add_record_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--record PATH`` and ``--no-record`` (mutually exclusive). Recording is on by default."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--record",
+        metavar="PATH",
+        default=None,
+        help=f"write the session to PATH (default: a new file under the data dir's sessions/; ${DATA_DIR_ENV} overrides the dir)",
+    )
+    group.add_argument("--no-record", action="store_true", default=False, help="do not record this session")
+
+
+def recorder_from_args(args: argparse.Namespace, header: SessionStarted) -> Recorder | None:
+    """The recorder the flags ask for: ``None`` with ``--no-record``, else a new file at ``--record``
+    or at ``default_session_path()``. Raises ``SessionFileError`` if it cannot be created."""
+    if getattr(args, "no_record", False):
+        return None
+    path = getattr(args, "record", None)
+    from specterm.session.recorder import Recorder, default_session_path
+
+    return Recorder(Path(path).expanduser() if path else default_session_path(), header)

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", metavar="NAME", help="send PROMPT to this agent on each side")
     p.add_argument("--headless", action="store_true", help="print a side-by-side summary instead of the split view")
     p.add_argument("--json", action="store_true", help="headless: the figures as one JSON object")
-    from specterm.session.recorder import add_record_args
+    from specterm.cli.common import add_record_args
 
     add_record_args(p)
     p.set_defaults(func=handle)
@@ -57,7 +57,7 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.cli.common import engine_config_from_args, generation_params
     from specterm.engine import SessionClock
     from specterm.errors import ConfigError
-    from specterm.session.recorder import recorder_from_args
+    from specterm.cli.common import recorder_from_args
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.json:

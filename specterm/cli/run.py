@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", metavar="NAME",
                    help="send PROMPT to this agent (agents/NAME or $SPECTERM_AGENTS_DIR/NAME): retrieval, "
                         "tool calls, answer; the agent's own limits replace --max-tokens")
-    from specterm.session.recorder import add_record_args
+    from specterm.cli.common import add_record_args
 
     add_record_args(p)
     p.set_defaults(func=handle)
@@ -49,7 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
     from specterm.session.live import LiveSession, plain_runner
-    from specterm.session.recorder import recorder_from_args
+    from specterm.cli.common import recorder_from_args
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.agent:
@@ -95,7 +95,7 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
     from specterm.session.live import LiveSession, agent_runner
-    from specterm.session.recorder import recorder_from_args
+    from specterm.cli.common import recorder_from_args
 
     if args.schema:
         raise ConfigError("--schema cannot be combined with --agent (the agent's tool schemas constrain output)")

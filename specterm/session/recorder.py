@@ -22,7 +22,6 @@ them stricter); existing directories are left as they are.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
@@ -233,30 +232,6 @@ class Recorder:
 
     def __repr__(self) -> str:
         return f"Recorder({str(self.path)!r}, events_written={self.events_written})"
-
-
-# -- CLI glue for `run` and `chat` -----------------------------------------------------------------
-
-
-def add_record_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--record PATH`` and ``--no-record`` (mutually exclusive). Recording is on by default."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--record",
-        metavar="PATH",
-        default=None,
-        help=f"write the session to PATH (default: a new file under the data dir's sessions/; ${DATA_DIR_ENV} overrides the dir)",
-    )
-    group.add_argument("--no-record", action="store_true", default=False, help="do not record this session")
-
-
-def recorder_from_args(args: argparse.Namespace, header: SessionStarted) -> Recorder | None:
-    """The recorder the flags ask for: ``None`` with ``--no-record``, else a new file at ``--record``
-    or at ``default_session_path()``. Raises ``SessionFileError`` if it cannot be created."""
-    if getattr(args, "no_record", False):
-        return None
-    path = getattr(args, "record", None)
-    return Recorder(Path(path).expanduser() if path else default_session_path(), header)
 
 
 def _make_private_dirs(path: Path) -> None:
