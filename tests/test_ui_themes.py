@@ -4,6 +4,7 @@ validate, and a broken file falls back to the default with a visible error."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,24 @@ def test_app_falls_back_to_default_and_notifies(tmp_path):
     assert theme == DEFAULT_THEME
     assert any("broken.toml" in n for n in notes)
     assert any("'broken' not found" in n for n in notes)
+
+
+def test_the_compare_view_reports_a_bad_theme_as_the_dashboard_does(tmp_path):
+    """One app base (``ui/base_app.py``): CompareApp used to drop an unknown theme silently."""
+    from specterm.session.reader import read_session
+    from specterm.ui.compare_app import make_compare_app
+
+    bad = tmp_path / "broken.toml"
+    bad.write_text("[[[")
+    data = read_session(Path(__file__).resolve().parent.parent / "sample_sessions" / "compare_agent.jsonl")
+
+    async def run() -> tuple[str, list[str]]:
+        app = make_compare_app(data.header, events=data.events, deterministic=True, theme="nope",
+                               theme_files=[bad], theme_dirs=())
+        async with app.run_test() as pilot:
+            await pilot.pause()
+            return app.theme, [str(n.message) for n in app._notifications]
+
+    theme, notes = asyncio.run(run())
+    assert theme == DEFAULT_THEME
+    assert any("broken.toml" in n for n in notes) and any("'nope' not found" in n for n in notes)

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
@@ -29,7 +29,7 @@ from specterm.ui.pacing import FramePacer
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
 from specterm.ui.state import ViewState
-from specterm.ui.theming import DEFAULT_THEME, TOKEN_VARIABLES, load_themes
+from specterm.ui.base_app import ThemedApp
 from specterm.ui.widgets.panel import Panel
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.request_list import RequestList
@@ -40,11 +40,10 @@ BATCH = 20_000
 """Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
 
 
-class SpecTermApp(App):
+class SpecTermApp(ThemedApp):
     """Wiring: event sources (live session, replayer, GPU sampler), the event pump, live requests.
     The dashboard screen (``screens/main.py``) owns the bindings, actions, commands and status."""
 
-    CSS_PATH = "app.tcss"
     TITLE = "specterm"
     # Export works on every screen (the engine-error screen too), so it stays the app's.
     BINDINGS = [Binding("ctrl+s", "export_svg", "svg")]
@@ -109,21 +108,9 @@ class SpecTermApp(App):
             if mode == "replay"
             else ("waiting for GPU telemetry" if gpu else "GPU telemetry off")
         )
-        themes = load_themes(theme_dirs, theme_files)
-        for t in themes.themes:
-            self.register_theme(t)
-        self._theme_errors = list(themes.errors)
-        wanted = theme or DEFAULT_THEME
-        if wanted not in self.available_themes:
-            self._theme_errors.append(f"theme {wanted!r} not found; using {DEFAULT_THEME}")
-            wanted = DEFAULT_THEME
-        self.theme = wanted
+        self.setup_themes(theme, theme_dirs, theme_files)
 
     # -- setup --------------------------------------------------------------------------------
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        # Textual's own themes lack the token-* variables; these keep app.tcss valid under them.
-        return dict(TOKEN_VARIABLES)
 
     def get_default_screen(self) -> Screen:
         self.main_screen = MainScreen(self)
@@ -152,8 +139,7 @@ class SpecTermApp(App):
         """Called by ``MainScreen.on_mount`` (its widgets exist only from then on)."""
         self._dashboard_ready = True
         self._pacer.reset_cpu()  # startup's own work is not a frame's
-        for err in self._theme_errors:
-            self.notify(err, title="theme file ignored", severity="error", timeout=15)
+        self.show_theme_errors()
         self._show_warnings()
         if self.session.header is not None:  # shown, not recorded: the recorder wrote it when it opened
             self.apply_events([self.session.header], force=True)

@@ -14,23 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from textual import work
-from textual.app import App
 
 from specterm.bench.compare_tally import LANES, CompareTally
 from specterm.events import BaseEvent, Error, SessionStarted
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.messages import EventsReady
 from specterm.ui.screens.compare import CompareScreen
-from specterm.ui.theming import DEFAULT_THEME, TOKEN_VARIABLES, load_themes
+from specterm.ui.base_app import ThemedApp
 
 
-class CompareApp(App):
-    CSS_PATH = "app.tcss"  # the verdict styles and theme variables of the dashboard
+class CompareApp(ThemedApp):
     TITLE = "specterm compare"
 
     def __init__(self, header: SessionStarted, *, run: Any = None, recorder: Any = None,
                  events: Sequence[BaseEvent] = (), speed: float = 1.0, deterministic: bool = False,
-                 theme: str | None = None, theme_dirs: Iterable[Path] | None = None) -> None:
+                 theme: str | None = None, theme_dirs: Iterable[Path] | None = None,
+                 theme_files: Iterable[str | Path] = ()) -> None:
         super().__init__()
         self.header = header
         self.tally = CompareTally(header)
@@ -46,12 +45,7 @@ class CompareApp(App):
 
             self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset)
         self._screen: CompareScreen | None = None
-        for t in load_themes(theme_dirs).themes:
-            self.register_theme(t)
-        self.theme = theme if theme in self.available_themes else DEFAULT_THEME
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return dict(TOKEN_VARIABLES)
+        self.setup_themes(theme, theme_dirs, theme_files)
 
     def get_default_screen(self) -> CompareScreen:
         self._screen = CompareScreen(self.tally)
@@ -59,6 +53,7 @@ class CompareApp(App):
 
     def start_sources(self) -> None:
         """Called by the screen once its widgets exist (events arriving earlier would find no transcript)."""
+        self.show_theme_errors()
         if self._run is not None:
             self.set_status("loading both engines…")
             self._live()
