@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from specterm.cli.common import add_record_args, recorder_from_args
 from specterm.errors import SessionFileError
 from specterm.events import FORMAT_VERSION, SessionEnded, SpecStep, UserMessage
-from specterm.cli.common import add_record_args, recorder_from_args
 from specterm.session import Recorder, default_session_path, read_session
 from specterm.session.synthetic import synthetic_header, synthetic_session
 

@@ -91,10 +91,9 @@ def handle(args: argparse.Namespace) -> int:
 
     from functools import partial
 
-    from specterm.cli.common import session_header
+    from specterm.cli.common import recorder_from_args, session_header
     from specterm.engine import SessionClock, load_engine
     from specterm.session.live import LiveSession, make_runner
-    from specterm.cli.common import recorder_from_args
 
     params, agent, config = check_live_args(args)
     clock = SessionClock()

@@ -54,10 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from specterm.bench.compare import CompareRun, check_sides, compare_header, parse_side, side_config
-    from specterm.cli.common import engine_config_from_args, generation_params
+    from specterm.cli.common import engine_config_from_args, generation_params, recorder_from_args
     from specterm.engine import SessionClock
     from specterm.errors import ConfigError
-    from specterm.cli.common import recorder_from_args
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.json:

@@ -43,13 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     import sys
 
+    from specterm.cli.common import recorder_from_args
     from specterm.engine import SessionClock, load_engine
     from specterm.engine.chat import ChatPrompt, check_fits
     from specterm.engine.schema import load_schema_file
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
     from specterm.session.live import LiveSession, plain_runner
-    from specterm.cli.common import recorder_from_args
 
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if args.agent:
@@ -91,11 +91,11 @@ def handle(args: argparse.Namespace) -> int:
 def run_agent(args: argparse.Namespace, prompt: str) -> int:
     """``run --agent NAME PROMPT``: one agent request, headless (or ``--json`` events)."""
     from specterm.agent import load_agent, validate_request
+    from specterm.cli.common import recorder_from_args
     from specterm.engine import SessionClock, load_engine
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
     from specterm.session.live import LiveSession, agent_runner
-    from specterm.cli.common import recorder_from_args
 
     if args.schema:
         raise ConfigError("--schema cannot be combined with --agent (the agent's tool schemas constrain output)")

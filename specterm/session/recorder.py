@@ -35,7 +35,7 @@ from typing import Any
 
 from specterm.errors import SessionFileError
 from specterm.events import BaseEvent, SessionEnded, SessionStarted, dump_event
-from specterm.paths import DATA_DIR_ENV, data_dir
+from specterm.paths import data_dir
 
 SYNC_AFTER = frozenset({"request_finished", "engine_counters", "agent_step_finished", "error"})
 """Event types after which the file is fsynced (the end of a request or of an agent step)."""

@@ -22,6 +22,7 @@ from textual.screen import Screen
 
 from specterm.events import BaseEvent, Error, SessionStarted
 from specterm.session.live import LiveSession, Runner
+from specterm.ui.base_app import ThemedApp
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.loading import load_rest, open_replay
 from specterm.ui.messages import EngineLoaded, EventsReady, RequestDone, SessionLoaded
@@ -29,7 +30,6 @@ from specterm.ui.pacing import FramePacer
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
 from specterm.ui.state import ViewState
-from specterm.ui.base_app import ThemedApp
 from specterm.ui.widgets.panel import Panel
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.request_list import RequestList

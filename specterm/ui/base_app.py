@@ -7,8 +7,8 @@ it, so a theme that fails to load is reported the same way in each instead of dr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from textual.app import App
 

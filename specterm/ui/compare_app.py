@@ -17,10 +17,10 @@ from textual import work
 
 from specterm.bench.compare_tally import LANES, CompareTally
 from specterm.events import BaseEvent, Error, SessionStarted
+from specterm.ui.base_app import ThemedApp
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.messages import EventsReady
 from specterm.ui.screens.compare import CompareScreen
-from specterm.ui.base_app import ThemedApp
 
 
 class CompareApp(ThemedApp):
