@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specterm.bench.load import LevelResult, verdict_line
-from specterm.bench.report import MARKS
+from specterm.bench.report import MARKS, ratio_grid
 from specterm.bench.runner import TARGET_ONLY
 from specterm.errors import ConfigError
 from specterm.stats import fmt_opt
@@ -47,32 +47,16 @@ def load_plot(results: Sequence[LevelResult], *, height: int = 10, col: int = 7)
     if not points:
         return Text("no paired runs to plot")
     levels = sorted({r.level for r in points})
-    ys = [r.ratio for r in points] + [1.0]
-    top, bottom = max(ys) * 1.05, min(min(ys) * 0.95, 0.9)
-    rows = [[(" ", "")] * (len(levels) * col) for _ in range(height)]
-
-    def row_of(y: float) -> int:
-        return round((top - y) / (top - bottom) * (height - 1))
-
-    one = row_of(1.0)
-    rows[one] = [("-", "dim")] * (len(levels) * col)
     configs = sorted({r.config for r in points})
-    for r in points:
-        x = levels.index(r.level) * col + col // 2 + configs.index(r.config) - len(configs) // 2
-        rows[row_of(r.ratio)][x] = MARKS.get(r.config.split()[0], ("?", "bold"))
-    text = Text()
-    for i, row in enumerate(rows):
-        y = top - i * (top - bottom) / (height - 1)
-        text.append(f"{y:5.2f}× │" if i % 3 == 0 or i == one else "       │", style="dim")
-        for ch, style in row:
-            text.append(ch, style=style)
-        text.append("\n")
-    text.append("       └" + "─" * (len(levels) * col) + "\n", style="dim")
-    text.append("  conc. " + "".join(f"{c:^{col}}" for c in levels) + "\n", style="dim")
-    legend = [(f"{MARKS.get(c.split()[0], ('?',))[0]} {c}", MARKS.get(c.split()[0], ("", "bold"))[1]) for c in configs]
-    for i, (part, style) in enumerate([*legend, ("- target-only 1×", "dim")]):
-        text.append(("   " if i else "        ") + part, style=style)
-    return text
+
+    def mark(config: str) -> tuple[str, str]:
+        return MARKS.get(config.split()[0], ("?", "bold"))
+
+    marks = [(levels.index(r.level) * col + col // 2 + configs.index(r.config) - len(configs) // 2, r.ratio,
+              mark(r.config)) for r in points]
+    legend = [(f"{mark(c)[0]} {c}", mark(c)[1]) for c in configs]
+    return ratio_grid(marks, levels, axis="conc.", height=height, col=col,
+                      legend=[*legend, ("- target-only 1×", "dim")])
 
 
 def show(console: Console, results: Sequence[LevelResult], *, title: str) -> None:

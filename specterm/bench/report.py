@@ -116,41 +116,50 @@ def turns_table(records, labels: Sequence[str], per_round: int) -> Table:
     return table
 
 
+def ratio_grid(marks: Sequence[tuple[int, float, tuple[str, str]]], columns: Sequence[Any], *, axis: str,
+               legend: Sequence[tuple[str, str]], height: int = 12, col: int = 6) -> Text:
+    """A terminal plot of ratios: ``marks`` are (column index, y, (character, style)) with the column's
+    centre offset already applied; ``-`` at 1×; ``columns`` label the x axis (``axis`` names it)."""
+    ys = [y for _, y, _ in marks] + [1.0]
+    top, bottom = max(ys) * 1.05, min(min(ys) * 0.95, 0.9)
+    rows = [[(" ", "")] * (len(columns) * col) for _ in range(height)]
+
+    def row_of(y: float) -> int:
+        return round((top - y) / (top - bottom) * (height - 1))
+
+    one = row_of(1.0)
+    rows[one] = [("-", "dim")] * (len(columns) * col)
+    for x, y, mark in marks:
+        rows[row_of(y)][x] = mark
+    text = Text()
+    for i, row in enumerate(rows):
+        y = top - i * (top - bottom) / (height - 1)
+        text.append(f"{y:5.2f}× │" if i % 3 == 0 or i == one else "       │", style="dim")
+        for ch, style in row:
+            text.append(ch, style=style)
+        text.append("\n")
+    text.append("       └" + "─" * (len(columns) * col) + "\n", style="dim")
+    text.append(f"{axis:>7} " + "".join(f"{c:^{col}}" for c in columns) + "\n", style="dim")
+    for i, (part, style) in enumerate(legend):
+        text.append(("   " if i else "        ") + part, style=style)
+    return text
+
+
 def speedup_plot(results: Sequence[ConfigResult], *, height: int = 12, col: int = 6) -> Text:
     """Speed-up (median) vs k, one marker letter per method, ``·`` for the theory, ``-`` at 1×."""
     points = [r for r in results if r.method and r.speedup is not None]
     if not points:
         return Text("no speculative results to plot")
     ks = sorted({r.k for r in points})
-    ys = [r.speedup.median for r in points] + [r.theory for r in points if r.theory is not None] + [1.0]
-    top, bottom = max(ys) * 1.05, min(min(ys) * 0.95, 0.9)
-    rows = [[(" ", "")] * (len(ks) * col) for _ in range(height)]
-
-    def row_of(y: float) -> int:
-        return round((top - y) / (top - bottom) * (height - 1))
-
-    one = row_of(1.0)
-    rows[one] = [("-", "dim")] * (len(ks) * col)
+    marks = []
     for r in points:
-        x = ks.index(r.k) * col + col // 2
-        offset = -1 if r.method == "draft_model" else 1  # side by side when both sit on one k
+        x = ks.index(r.k) * col + col // 2 + (-1 if r.method == "draft_model" else 1)  # side by side on one k
         if r.theory is not None:
-            rows[row_of(r.theory)][x + offset] = THEORY_MARK
-        rows[row_of(r.speedup.median)][x + offset] = MARKS.get(r.method, ("?", "bold"))
-    text = Text()
-    for i, row in enumerate(rows):
-        y = top - i * (top - bottom) / (height - 1)
-        label = f"{y:5.2f}× │" if i % 3 == 0 or i == one else "       │"
-        text.append(label, style="dim")
-        for ch, style in row:
-            text.append(ch, style=style)
-        text.append("\n")
-    text.append("       └" + "─" * (len(ks) * col) + "\n", style="dim")
-    text.append("      k " + "".join(f"{k:^{col}}" for k in ks) + "\n", style="dim")
+            marks.append((x, r.theory, THEORY_MARK))
+        marks.append((x, r.speedup.median, MARKS.get(r.method, ("?", "bold"))))
     legend = [(f"{m} {name}", s) for name, (m, s) in MARKS.items() if any(r.method == name for r in points)]
-    for i, (part, style) in enumerate([*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")]):
-        text.append(("   " if i else "        ") + part, style=style)
-    return text
+    return ratio_grid(marks, ks, axis="k", height=height, col=col,
+                      legend=[*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")])
 
 
 def to_json(results: Sequence[ConfigResult], meta: dict[str, Any]) -> dict[str, Any]:
