@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -77,6 +78,9 @@ class DashboardHost(Protocol):
 class MainScreen(Screen):
     # Below 100 columns the side panels move into a row under the transcript (-narrow in app.tcss).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    options: reactive[ViewOptions] = reactive(ViewOptions)
+    """The view options (F3 rejected, F4 forced, F5 answer tokens); the transcript and the legend
+    are bound to it (``data_bind``), so a toggle is one assignment."""
     BINDINGS = [
         Binding("escape", "cancel", "cancel"),
         Binding("space", "toggle_pause", "pause"),
@@ -97,7 +101,6 @@ class MainScreen(Screen):
     def __init__(self, app: DashboardHost) -> None:
         super().__init__()
         self._owner = app
-        self.options = ViewOptions()
 
     def compose(self) -> ComposeResult:
         app = self._owner
@@ -107,8 +110,8 @@ class MainScreen(Screen):
             with Vertical(id="main"):
                 hint = {"live": f"{app.intro}\n\n{SHORT_HINT}" if app.intro else HINT,
                         "attach": ATTACH_HINT}.get(state.mode, "")
-                yield Transcript(id="transcript", hint=hint)
-                yield Legend(id="legend")
+                yield Transcript(id="transcript", hint=hint).data_bind(MainScreen.options)
+                yield Legend(id="legend").data_bind(MainScreen.options)
                 if state.mode == "live":
                     yield PromptInput(
                         id="prompt",
@@ -126,19 +129,14 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         self._owner.main_screen_ready()
 
-    def _set_options(self, options: ViewOptions) -> None:
-        self.options = options
-        self.query_one(Transcript).set_options(options)
-        self.query_one(Legend).set_options(options)
-
     def action_toggle_rejected(self) -> None:
-        self._set_options(replace(self.options, show_rejected=not self.options.show_rejected))
+        self.options = replace(self.options, show_rejected=not self.options.show_rejected)
 
     def action_toggle_forced(self) -> None:
-        self._set_options(replace(self.options, show_forced=not self.options.show_forced))
+        self.options = replace(self.options, show_forced=not self.options.show_forced)
 
     def action_toggle_answer_tokens(self) -> None:
-        self._set_options(replace(self.options, show_answer_tokens=not self.options.show_answer_tokens))
+        self.options = replace(self.options, show_answer_tokens=not self.options.show_answer_tokens)
 
     def action_toggle_panels(self) -> None:
         self.query_one("#side").toggle_class("-hidden")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
 from specterm.render import LEGEND as VERDICTS
@@ -17,13 +18,8 @@ class Legend(Widget):
     COMPONENT_CLASSES = COMPONENT_CLASSES
     DEFAULT_CSS = "Legend { height: 1; }"
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.options = ViewOptions()
-
-    def set_options(self, options: ViewOptions) -> None:
-        self.options = options
-        self.refresh()
+    options: reactive[ViewOptions] = reactive(ViewOptions)
+    """Bound to the screen's view options: a change repaints the legend (its on/off marks)."""
 
     def render(self) -> Text:
         styles = style_map(self)

@@ -25,6 +25,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.content import Content
 from textual.geometry import Size
+from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.selection import Selection
 from textual.strip import Strip
@@ -50,13 +51,14 @@ class Transcript(ScrollView, can_focus=True):
     }
     ALLOW_SELECT = True
     DEFAULT_CSS = "Transcript { overflow-x: hidden; }"
+    options: reactive[ViewOptions] = reactive(ViewOptions, layout=False, repaint=False, init=False)
+    """What the tokens show (rejected drafts, forced marks, an answer's tokens): bound to the screen's."""
 
     def __init__(self, *, id: str | None = None, hint: str = "") -> None:
         super().__init__(id=id)
         self.hint = hint
         """Shown in the empty transcript until the first entry comes."""
         self.model = TranscriptModel()
-        self.options = ViewOptions()
         self.current_styles: dict[str, Style] = {}
         self._items: list[EntryRows] = []
         self._index: dict[int, int] = {}  # id(entry) -> position in _items
@@ -85,10 +87,9 @@ class Transcript(ScrollView, can_focus=True):
             self._measure_all()
         self.refresh()
 
-    def set_options(self, options: ViewOptions) -> None:
-        if options != self.options:
-            self.options = options
-            self._measure_all()
+    def watch_options(self, old: ViewOptions, new: ViewOptions) -> None:
+        # a reactive compares before calling: only a real change re-measures
+        self._measure_all()
 
     # -- measuring ---------------------------------------------------------------------------------
 
