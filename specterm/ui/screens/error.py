@@ -15,6 +15,14 @@ from specterm.render import inert
 
 class EngineErrorScreen(Screen):
     BINDINGS = [Binding("q", "app.quit", "quit"), Binding("escape", "app.quit", "quit", show=False)]
+    DEFAULT_CSS = """
+    EngineErrorScreen #engine-error {
+        width: auto;
+        max-width: 76;
+        padding: 1 2;
+        border: heavy $error;
+    }
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__()

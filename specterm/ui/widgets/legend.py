@@ -16,7 +16,13 @@ LEGEND = (*VERDICTS, ("forced", "grammar-forced token (dim)"))
 
 class Legend(Widget):
     COMPONENT_CLASSES = COMPONENT_CLASSES
-    DEFAULT_CSS = "Legend { height: 1; }"
+    DEFAULT_CSS = """
+    Legend {
+        height: 1;
+        padding: 0 1;
+        background: $surface;
+    }
+    """
 
     options: reactive[ViewOptions] = reactive(ViewOptions)
     """Bound to the screen's view options: a change repaints the legend (its on/off marks)."""

@@ -29,6 +29,17 @@ redraw is CPU taken from the engine on a small machine."""
 
 class Panel(NoEchoLayout, Widget):
     COMPONENT_CLASSES = COMPONENT_CLASSES
+    DEFAULT_CSS = """
+    Panel {
+        height: auto;
+        border: round $primary 50%;
+        border-title-color: $primary;
+        border-title-style: bold;
+        padding: 0 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
 
     def __init__(self, title: str, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="panel")

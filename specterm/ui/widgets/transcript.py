@@ -50,7 +50,43 @@ class Transcript(ScrollView, can_focus=True):
         f"transcript--edge-{name}" for name in set(EDGE_KINDS.values())
     }
     ALLOW_SELECT = True
-    DEFAULT_CSS = "Transcript { overflow-x: hidden; }"
+    # its own look, and each entry's edge by kind (component classes: rendered by the widget itself)
+    DEFAULT_CSS = """
+    Transcript {
+        height: 1fr;
+        padding: 0 1;
+        scrollbar-size-vertical: 1;
+        overflow-x: hidden;
+    }
+
+    Transcript > .transcript--hint {
+        color: $foreground 60%;
+    }
+
+    Transcript > .transcript--edge {
+        color: $primary 60%;
+    }
+
+    Transcript > .transcript--edge-user {
+        color: $accent;
+    }
+
+    Transcript > .transcript--edge-tool {
+        color: $secondary;
+    }
+
+    Transcript > .transcript--edge-error {
+        color: $error;
+    }
+
+    Transcript > .transcript--edge-warning {
+        color: $warning;
+    }
+
+    Transcript > .transcript--edge-end {
+        color: $panel;
+    }
+    """
     options: reactive[ViewOptions] = reactive(ViewOptions, layout=False, repaint=False, init=False)
     """What the tokens show (rejected drafts, forced marks, an answer's tokens): bound to the screen's."""
 
