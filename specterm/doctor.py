@@ -110,7 +110,7 @@ def _deep(report: Report, deep_check: Callable[[], dict[str, Any]] | None) -> No
 
 
 def _engine(report: Report, version_of: VersionOf) -> None:
-    from specterm.engine.vllm_engine import vllm_installs
+    from specterm.engine.installs import vllm_installs
 
     installs = vllm_installs(version_of)
     build, dist, version = installs[0] if installs else ("none", None, None)

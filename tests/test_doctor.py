@@ -18,7 +18,7 @@ from safetensors.numpy import save_file
 
 from specterm.cli.doctor import print_report, rows
 from specterm.doctor import check_model_dir, cpu_facts, gather
-from specterm.engine.vllm_engine import vllm_installs
+from specterm.engine.installs import vllm_installs
 from specterm.telemetry import probe
 
 NO_GPU = {"state": "no_driver", "message": "no NVIDIA driver", "driver_version": None,

@@ -25,7 +25,7 @@ import pytest
 
 
 def _cpu_build() -> bool:
-    from specterm.engine.vllm_engine import vllm_build
+    from specterm.engine.installs import vllm_build
 
     return vllm_build() == "cpu"
 

@@ -312,7 +312,7 @@ def _record(r) -> dict[str, Any]:
 
 
 def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:
-    from specterm.engine.vllm_engine import vllm_label
+    from specterm.engine.installs import vllm_label
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": "specterm " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("specterm") else shlex.join(sys.argv),

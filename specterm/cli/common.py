@@ -150,7 +150,8 @@ def target_renderer(config: EngineConfig):
     engine renders those itself) or without the engine extra (loading it says which to install)."""
     from specterm.engine.chat import PromptRenderer
     from specterm.engine.checks import looks_like_hub_id
-    from specterm.engine.vllm_engine import validate_config, vllm_build
+    from specterm.engine.installs import vllm_build
+    from specterm.engine.vllm_engine import validate_config
 
     if vllm_build() is None:
         return None

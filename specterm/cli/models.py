@@ -111,7 +111,7 @@ def info_handler(args: argparse.Namespace) -> int:
 def train_handler(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT
+    from specterm.engine.installs import ENGINE_EXTRA_HINT
     from specterm.errors import EngineUnavailable
 
     try:
@@ -130,7 +130,7 @@ def train_handler(args: argparse.Namespace) -> int:
 
 
 def _needs_engine(what: str) -> None:
-    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT
+    from specterm.engine.installs import ENGINE_EXTRA_HINT
     from specterm.errors import EngineUnavailable
 
     try:

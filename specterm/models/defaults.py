@@ -65,7 +65,7 @@ def default_pair() -> Pair:
     """The pair a run uses when no target is configured, and why; builds nothing."""
     if _choice() == "embedded":
         return _small(f"{DEFAULT_PAIR_ENV}=embedded")
-    from specterm.engine.vllm_engine import vllm_build
+    from specterm.engine.installs import vllm_build
     from specterm.models import smollm2_agent
 
     if not smollm2_agent.is_shipped():
@@ -85,7 +85,7 @@ def default_model_paths() -> tuple[Path, Path]:
 
 
 def ensure_small_models(log: Callable[[str], None] = print) -> tuple[Path, Path]:
-    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT, vllm_build
+    from specterm.engine.installs import ENGINE_EXTRA_HINT, vllm_build
     from specterm.errors import EngineUnavailable
 
     if vllm_build() is None:  # building the pair needs torch/transformers, which come with it

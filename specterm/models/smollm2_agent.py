@@ -94,7 +94,7 @@ def merge_adapter(base: Path, adapter: Path, out: Path) -> int:
 
 def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[Path, Path]:
     """(target, draft) model directories in the cache, built on first use (~1 min after the base)."""
-    from specterm.engine.vllm_engine import ENGINE_EXTRA_HINT, vllm_build
+    from specterm.engine.installs import ENGINE_EXTRA_HINT, vllm_build
     from specterm.errors import EngineUnavailable
     from specterm.models.fetch import ensure_smollm2
 
