@@ -5,8 +5,8 @@ package from two distributions). Reads package metadata only, so anything may as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import metadata
-from typing import Callable
 
 ENGINE_EXTRA_HINT = "install the engine extra: pip install 'specterm[cpu]' (CPU) or 'specterm[cuda]' (GPU)"
 
