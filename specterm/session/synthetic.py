@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 from specterm import __version__
+from specterm.engine.verdicts import StepRecord, assign_verdicts
 from specterm.events import (
     AgentStepFinished,
     AgentStepStarted,
@@ -42,11 +43,17 @@ def synthetic_header(**models: object) -> SessionStarted:
 
 
 def spec_step(request_id: str, index: int, t: float, k: int, a: int, rng: random.Random) -> SpecStep:
-    """One step with ``k`` drafts of which the first ``a`` were accepted (``a <= k``)."""
+    """One step with ``k`` drafts of which the first ``a`` were accepted (``a <= k``); its verdicts
+    come from the engine's own rule (``engine.verdicts.assign_verdicts``) on the record it implies."""
     drafted = [rng.randrange(1000) for _ in range(k)]
-    tokens = [Token(id=drafted[i], text=rng.choice(_WORDS), verdict="accepted") for i in range(a)]
-    last = "target" if k == 0 else ("bonus" if a == k else "correction")
-    tokens.append(Token(id=rng.randrange(1000), text=rng.choice(_WORDS), verdict=last, forced=rng.random() < 0.1))
+    texts = [rng.choice(_WORDS) for _ in range(a)]
+    emitted = [*drafted[:a], rng.randrange(1000)]  # the accepted drafts and the target's own token
+    texts.append(rng.choice(_WORDS))
+    last_forced = rng.random() < 0.1
+    record = StepRecord(request_id, tuple(drafted), tuple(emitted), 0) if k else None
+    verdicts, _, _ = assign_verdicts(emitted, record)
+    tokens = [Token(id=i, text=text, verdict=v, forced=last_forced and n == len(emitted) - 1)
+              for n, (i, text, v) in enumerate(zip(emitted, texts, verdicts, strict=True))]
     return SpecStep(
         t=t,
         request_id=request_id,
