@@ -28,7 +28,7 @@ from specterm.events import (
     dump_event,
 )
 from specterm.render import inert, legend_text, step_text
-from specterm.stats import SessionSummary, SpecStats, fmt_opt
+from specterm.stats import SessionSummary, SpecStats, fmt_opt, tokens_per_s
 
 
 def summary_line(stats: SpecStats, wall_s: float | None = None) -> Text:
@@ -36,8 +36,8 @@ def summary_line(stats: SpecStats, wall_s: float | None = None) -> Text:
     parts = [f"{stats.tokens} tokens",
              f"acceptance {fmt_opt(None if rate is None else 100 * rate, '.1f')}%",
              f"mean acceptance length {fmt_opt(stats.mean_acceptance_length)}"]
-    if wall_s:
-        parts.append(f"{stats.tokens / wall_s:.1f} tok/s")
+    if (rate_s := tokens_per_s(stats.tokens, wall_s)) is not None:
+        parts.append(f"{rate_s:.1f} tok/s")
     counts = " ".join(f"{k} {v}" for k, v in stats.by_verdict.items())
     return Text(" · ".join(parts) + f"  [{counts}; rejected {stats.rejected}]", style="dim")
 

@@ -162,9 +162,7 @@ class RequestSummary:
 
     @property
     def tokens_per_s(self) -> float | None:
-        if not self.wall_s:
-            return None
-        return self.stats.tokens / self.wall_s
+        return tokens_per_s(self.stats.tokens, self.wall_s)
 
     @property
     def decode(self) -> tuple[int, float] | None:
@@ -263,6 +261,12 @@ def summarize(events: Iterable[BaseEvent]) -> SessionSummary:
     for event in events:
         summary.add(event)
     return summary
+
+
+def tokens_per_s(tokens: int, seconds: float | None) -> float | None:
+    """The one definition of a rate every display uses (a request, an agent step, a run): tokens ÷
+    seconds; None when there is no time or no token to divide."""
+    return tokens / seconds if tokens and seconds else None
 
 
 def fmt_opt(value: float | None, spec: str = ".2f", none: str = "–") -> str:

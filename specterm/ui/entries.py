@@ -22,7 +22,7 @@ from rich.text import Span, Text
 
 from specterm.events import SpecStep
 from specterm.render import inert, step_pieces
-from specterm.stats import fmt_opt
+from specterm.stats import fmt_opt, tokens_per_s
 
 MAX_TEXT_CHARS = 2000
 """Tool results and passages are cut here in the transcript (the session file keeps everything)."""
@@ -252,7 +252,7 @@ def json_compact(value: Any) -> str:
 
 
 def step_footer(latency_s: float, ttft_s: float | None, tokens: int, ok: bool) -> str:
-    rate = tokens / latency_s if latency_s and tokens else None
+    rate = tokens_per_s(tokens, latency_s)
     bits = [f"{latency_s:.2f} s"]
     if ttft_s is not None:
         bits.append(f"TTFT {ttft_s * 1000:.0f} ms")

@@ -8,7 +8,7 @@ import statistics
 from rich.style import Style
 from rich.text import Text
 
-from specterm.stats import fmt_opt
+from specterm.stats import fmt_opt, tokens_per_s
 from specterm.ui.charts import sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
@@ -46,14 +46,14 @@ class LatencyPanel(Panel):
             # Narrow layout (80x24): time and tok/s only.
             out.append(f"{'step':<8} {'time':>5} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
-                rate = s.tokens / s.latency_s if s.tokens and s.latency_s else None
+                rate = tokens_per_s(s.tokens, s.latency_s)
                 out.append(f"{s.step} {_label(s)}"[:8].ljust(9),
                            styles["meta"] if s.ok else styles["error"])
                 out.append(f"{_secs(s.latency_s):>5} {_rate(rate):>5}\n", styles["body"])
         elif rows:
             out.append(f"{'step':<9} {'time':>5} {'TTFT':>5} {'tok':>4} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
-                rate = s.tokens / s.latency_s if s.tokens and s.latency_s else None
+                rate = tokens_per_s(s.tokens, s.latency_s)
                 label = f"{s.step} {_label(s)}"[:9]
                 out.append(f"{label:<9} ", styles["meta"] if s.ok else styles["error"])
                 ttft = "–" if s.ttft_s is None else (f"{s.ttft_s * 1000:.0f}ms" if s.ttft_s < 1 else _secs(s.ttft_s))
