@@ -26,7 +26,8 @@ def line(**body) -> str:
 
 
 def test_every_field_becomes_what_the_server_would_run():
-    r = parse_line(1, line(max_tokens=32, temperature=0.5, seed=3, stop="END", model="x", stream=True, user="u"))
+    r = parse_line(1, line(max_tokens=32, temperature=0.5, seed=3, stop="END", model="x", stream=True, user="u",
+                           top_p=1, frequency_penalty=0, presence_penalty=0.0))  # no-op values are fine
     assert (r.params.max_tokens, r.params.temperature, r.params.seed, r.params.stop) == (32, 0.5, 3, ["END"])
     assert r.params.json_schema is None and r.constraint == "none" and r.prompt.tools is None
     assert parse_line(1, line()).params.max_tokens == DEFAULT_MAX_TOKENS
@@ -64,7 +65,9 @@ def test_messages_as_templates_take_them():
 @pytest.mark.parametrize("body, why", [
     ("{not json", "not JSON"),
     ("[1, 2]", "not a JSON object"),
-    (line(logit_bias={"1": 2}), "unknown field 'logit_bias'"),
+    (line(logit_bias={"1": 2}), "unknown or unsupported field 'logit_bias'"),
+    (line(top_p=0.9), "top_p 0.9 cannot be honoured"),
+    (line(presence_penalty=0.5), "presence_penalty 0.5 cannot be honoured"),
     (line(n=2), "bad n:"),
     (json.dumps({"messages": []}), "bad messages:"),
     (json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
@@ -91,7 +94,7 @@ def test_bad_lines_are_reported_by_number_and_the_rest_run(tmp_path):
     f.write_text("\n".join([line(max_tokens=8), line(logit_bias={}), "", "{oops", line(tools=TOOLS)]) + "\n")
     ok, bad = read_requests(f)
     assert [r.line for r in ok] == [1, 5]
-    assert bad == ["line 2: unknown field 'logit_bias'", "line 4: not JSON (Expecting property name enclosed in "
+    assert bad == ["line 2: unknown or unsupported field 'logit_bias'", "line 4: not JSON (Expecting property name enclosed in "
                    "double quotes)"]
     f.write_text(line(n=3) + "\n")
     with pytest.raises(ConfigError, match="no request can run \\(line 1: bad n"):
@@ -125,7 +128,7 @@ def test_bench_runs_a_request_file_on_the_real_engine(smollm2, tmp_path, capsys)
     f.write_text("\n".join([
         line(max_tokens=12),
         line(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "lookup_order"}}, max_tokens=40),
-        line(frequency_penalty=1),
+        line(frequency_penalty=1),  # a knob specterm does not apply: reported, not silently ignored
         line(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
             "type": "object", "properties": {"order": {"type": "integer"}}, "required": ["order"]}}}, max_tokens=40),
     ]) + "\n")
@@ -133,7 +136,7 @@ def test_bench_runs_a_request_file_on_the_real_engine(smollm2, tmp_path, capsys)
     assert main(["bench", "--target", smollm2, "--requests", str(f), "--methods", "ngram", "--k", "2",
                  "--repeats", "1", "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
-    assert f"skipped {f} line 3: unknown field 'frequency_penalty'" in out
+    assert f"skipped {f} line 3: frequency_penalty 1 cannot be honoured" in out
     assert "3 requests (1 none, 1 tool, 1 json_schema), 1 skipped" in out
     records = [r for r in json.loads(out_json.read_text())["records"] if r["config"] == "target-only"]
     texts = {r["prompt"]: r["text"] for r in records}

@@ -67,6 +67,14 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
     n: int = Field(1, ge=1, le=1)
+    # sampling knobs specterm does not apply: accepted only at their no-op values (checked below)
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+
+
+NO_OP = {"top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+"""Fields honoured only at these values (what the engine does anyway); any other value is reported."""
 
 
 @dataclass(frozen=True)
@@ -157,8 +165,11 @@ def parse_line(line_no: int, text: str) -> FileRequest:
         loc, msg = first_error(err)
         where = ".".join(str(p) for p in loc)
         if msg.startswith("Extra inputs"):
-            raise ValueError(f"unknown field {where!r}") from None
+            raise ValueError(f"unknown or unsupported field {where!r}") from None
         raise ValueError(f"bad {where}: {msg}") from None
+    for name, value in NO_OP.items():
+        if (got := getattr(req, name)) is not None and got != value:
+            raise ValueError(f"{name} {got:g} cannot be honoured (specterm applies no {name}; {value:g} is accepted)")
     messages = [_message(m) for m in req.messages]
     schema, constraint = _constraint(req)
     if req.tool_choice == "none":
