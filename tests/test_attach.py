@@ -502,3 +502,28 @@ def test_an_unreadable_message_is_a_warning_and_another_version_one_line():
     newer = wire.ENCODER.encode(wire.Hello(version=wire.WIRE_VERSION + 1, model="m", tokenizer="t", spec=None, pid=1))
     with pytest.raises(AttachError, match=f"event version {wire.WIRE_VERSION + 1}"):
         attach.handle(newer)
+
+
+def test_publishers_one_after_another_in_one_process_each_see_their_viewer(tmp_path):
+    """A closed publisher's monitor must not answer for the next one (pyzmq names a monitor after the
+    socket's fd, and a new socket often reuses the fd: the next publisher then never saw a viewer)."""
+    import zmq
+
+    from specterm.engine import wire
+    from specterm.engine.publish import Publisher
+
+    for i in range(4):
+        path = tmp_path / f"p{i}" / "x.sock"
+        pub = Publisher(f"ipc://{path}", None, wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t",
+                                                          spec=None, pid=1))
+        viewer = zmq.Context.instance().socket(zmq.SUB)
+        viewer.setsockopt(zmq.SUBSCRIBE, wire.TOPIC)
+        viewer.connect(f"ipc://{path}")
+        try:
+            deadline = time.monotonic() + 30  # bounded, not timed
+            while not pub.poll() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert pub.peers == 1, f"publisher {i} saw no viewer"
+        finally:
+            viewer.close(linger=0)
+            pub.close("next")

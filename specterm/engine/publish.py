@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,11 @@ class Publisher:
         # 45 KiB of batches (measured here), so the queue a stalled reader costs stays small.
         sock.setsockopt(zmq.SNDBUF, 16 * 1024)
         sock.setsockopt(zmq.LINGER, 200)  # the goodbye gets out at shutdown, never longer
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        # A name of its own: pyzmq's default is "inproc://monitor.s-<fd>", and a later socket that gets
+        # the same fd in this process (the shared Context.instance()) could connect to the closed
+        # socket's monitor and never hear of its peers (seen: a test's publisher saw no connection).
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED,
+                                                addr=f"inproc://specterm-publish-monitor-{uuid.uuid4().hex}")
         sock.bind(addr)
         self.sock = sock
         if self._path is not None:
@@ -129,8 +134,9 @@ class Publisher:
         if getattr(self, "sock", None) is None:
             return
         self._send(wire.Bye(reason=reason, dropped=self.dropped))
-        self.sock.close()
+        self.sock.disable_monitor()  # stop the monitor before the socket goes: its endpoint goes too
         self._monitor.close(linger=0)
+        self.sock.close()
         self.sock = None
         if self._path is not None:
             for p in (self._path, wire.sidecar(self._path)):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +141,9 @@ class Attach:
         sock.setsockopt(zmq.RECONNECT_IVL, 200)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         sock.setsockopt(zmq.SUBSCRIBE, wire.topic_for(self.addr, self.token))
-        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        # its own monitor name (pyzmq's default is per fd, which a later socket may reuse: publish.py)
+        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED,
+                                          addr=f"inproc://specterm-attach-monitor-{uuid.uuid4().hex}")
         sock.connect(self.addr)
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
