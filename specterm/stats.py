@@ -210,9 +210,7 @@ class SessionSummary:
 
     def decode_tokens_per_s(self) -> float | None:
         """Decode tokens ÷ decode seconds over the finished requests (``RequestSummary.decode``)."""
-        parts = [d for d in (r.decode for r in self.requests.values()) if d is not None]
-        secs = sum(s for _, s in parts)
-        return sum(n for n, _ in parts) / secs if secs > 0 else None
+        return pooled_rate(d for d in (r.decode for r in self.requests.values()) if d is not None)
 
     def add_step(self, step: SpecStep) -> None:
         """One engine step. Duck-typed: anything with ``SpecStep``'s fields (the fast file summary
@@ -267,6 +265,14 @@ def tokens_per_s(tokens: int, seconds: float | None) -> float | None:
     """The one definition of a rate every display uses (a request, an agent step, a run): tokens ÷
     seconds; None when there is no time or no token to divide."""
     return tokens / seconds if tokens and seconds else None
+
+
+def pooled_rate(parts: Iterable[tuple[int, float]]) -> float | None:
+    """Tokens ÷ seconds pooled over (tokens, seconds) parts: the decode rate of a session and of a
+    bench configuration (``bench.results.decode_rate``) alike; None without time."""
+    parts = list(parts)
+    seconds = sum(s for _, s in parts)
+    return sum(n for n, _ in parts) / seconds if seconds > 0 else None  # 0 tokens in real time: 0.0
 
 
 def fmt_opt(value: float | None, spec: str = ".2f", none: str = "–") -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 from specterm.bench.runner import DRAFT_AS_TARGET, TARGET_ONLY, ConfigSpec, RequestRecord
 from specterm.bench.theory import alpha_from_acceptance_length, theoretical_speedup
-from specterm.stats import SpecStats
+from specterm.stats import SpecStats, pooled_rate
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,7 @@ def later_cached_share(records: Sequence[RequestRecord]) -> float | None:
 
 def decode_rate(records: Sequence[RequestRecord]) -> float | None:
     """Decode tokens ÷ decode seconds, summed over the records (None without decode time)."""
-    secs = sum(r.decode_s for r in records)
-    return sum(r.decode_tokens for r in records) / secs if secs > 0 else None
+    return pooled_rate((r.decode_tokens, r.decode_s) for r in records)
 
 
 def median_rate(records: Sequence[RequestRecord]) -> float | None:
