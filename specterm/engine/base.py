@@ -111,6 +111,10 @@ class GenerationParams(BaseModel):
             check_json_schema(value)
         return value
 
+    def as_recorded(self) -> dict[str, Any]:
+        """What a ``request_started`` event records: every field, the schema only as whether there was one."""
+        return self.model_dump(exclude={"json_schema"}) | {"json_schema": self.json_schema is not None}
+
 
 class Capabilities(BaseModel):
     """What an engine can report; the UI hides what an engine cannot do."""

@@ -26,7 +26,7 @@ from typing import Any
 from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits
 from specterm.engine.prometheus import activate_collectors
-from specterm.engine.verdicts import StepAssembler, spec_counters
+from specterm.engine.verdicts import StepAssembler, per_step_check, spec_counters
 from specterm.errors import ConfigError
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
 
@@ -108,8 +108,7 @@ def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sin
                     item, ids = waiting.pop()
                     rid = item.request_id
                     sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(ids),
-                                        params=item.params.model_dump(exclude={"json_schema"})
-                                        | {"json_schema": item.params.json_schema is not None}))
+                                        params=item.params.as_recorded()))
                     internal = core.add_request(rid, TokensPrompt(prompt_token_ids=ids),
                                                 engine._sampling_params(item.params))
                     assemblers.append(StepAssembler(rid, engine._hf_tokenizer, ids, clock, sink))
@@ -158,17 +157,12 @@ def _request_check(req: _Open, detailed: Any, t: float, sink: Sink) -> None:
     """One request's per-step (drafted, accepted), ours against vLLM's per-request metrics."""
     a, rid = req.assembler, req.item.request_id
     ours = {"drafts": a.stats.drafts, "draft_tokens": a.stats.draft_tokens, "accepted": a.stats.accepted}
-    if detailed is None:
-        theirs, problems = {}, ["vLLM returned no per-request spec-decode metrics"]
-    else:
-        steps = list(zip(detailed.per_step_drafted, detailed.per_step_accepted))
-        theirs = {"per_step": steps}
-        problems = [] if steps == a.per_step else [
-            f"per-step (drafted, accepted) differ ({len(a.per_step)} steps ours vs {len(steps)} vllm)"]
-    sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problems, detail="; ".join(problems)))
-    if problems:
+    steps, problem = per_step_check(a.per_step, detailed)
+    theirs = {} if steps is None else {"per_step": steps}
+    sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problem, detail=problem))
+    if problem:
         sink(Error(t=t, level="warning", where="reconcile", request_id=rid,
-                   message="specterm's verdicts disagree with vLLM's: " + "; ".join(problems)))
+                   message="specterm's verdicts disagree with vLLM's: " + problem))
 
 
 def _batch_check(before: dict[str, Any], after: dict[str, Any], assemblers: Sequence[StepAssembler], t: float,

@@ -167,13 +167,20 @@ def reconcile(stats: SpecStats, per_step: list[tuple[int, int]], before: dict[st
     theirs: dict[str, Any] = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
     theirs["accepted_per_pos"] = _trim([v - pos_before[i] for i, v in enumerate(after["accepted_per_pos"])])
     problems = [f"{key}: ours {expected[key]} vs vllm {theirs[key]}" for key in expected if expected[key] != theirs[key]]
-    if detailed is not None:
-        steps = list(zip(detailed.per_step_drafted, detailed.per_step_accepted))
+    steps, problem = per_step_check(per_step, detailed)
+    if steps is not None:
         theirs["per_step"] = steps
-        if steps != per_step:
-            first = next((i for i, (x, y) in enumerate(zip(steps, per_step)) if x != y), min(len(steps), len(per_step)))
-            problems.append(f"per-step (drafted, accepted) differ from step {first} "
-                            f"({len(per_step)} ours vs {len(steps)} vllm)")
-    else:
-        problems.append("vLLM returned no per-request spec-decode metrics")
+    problems += [problem] if problem else []
     return ours, theirs, problems
+
+
+def per_step_check(per_step: list[tuple[int, int]], detailed: Any) -> tuple[list[tuple[int, int]] | None, str]:
+    """One request's (drafted, accepted) per step, ours against vLLM's per-request metrics: (theirs,
+    the problem or "")."""
+    if detailed is None:
+        return None, "vLLM returned no per-request spec-decode metrics"
+    steps = list(zip(detailed.per_step_drafted, detailed.per_step_accepted))
+    if steps == per_step:
+        return steps, ""
+    first = next((i for i, (x, y) in enumerate(zip(steps, per_step)) if x != y), min(len(steps), len(per_step)))
+    return steps, f"per-step (drafted, accepted) differ from step {first} ({len(per_step)} ours vs {len(steps)} vllm)"

@@ -257,7 +257,7 @@ class VllmSpecEngine(SpecEngine):
             activate_collectors(self._metrics)  # another engine in this process may have replaced them
         before = spec_counters(engine.get_metrics()) if self.config.speculative else None
         sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids),
-                            params=params.model_dump(exclude={"json_schema"}) | {"json_schema": params.json_schema is not None}))
+                            params=params.as_recorded()))
         if params.temperature > 0 and self.capabilities.sampling_verification_broken:
             sink(Error(t=clock(), level="warning", where="engine", request_id=rid,
                        message="temperature > 0 on the vLLM CPU build without specterm's sampling fix "
