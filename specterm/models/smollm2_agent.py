@@ -22,6 +22,7 @@ other cached models) and rebuilds when the shipped files change (their digest is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -48,7 +49,10 @@ def shipped_dir() -> Path:
     return shipped("models", NAME)
 
 
+@functools.cache
 def _digest(root: Path) -> str:
+    # Once per process: a CLI start asks whether the pair is built up to three times (the default
+    # pair's lookup, its build check, the build), and the shipped files (16 MB) do not change meanwhile.
     h = hashlib.sha256()
     for f in sorted([*(root / ADAPTER).glob("*"), *(root / "draft").glob("*")]):
         h.update(f.name.encode())
