@@ -61,6 +61,8 @@ class Token(BaseModel):
     text: str
     verdict: Verdict
     forced: bool = False
+    grammar: bool = Field(False, exclude_if=lambda v: not v)
+    """An accepted draft the grammar proposed (its forced run), not the draft model (grammar drafting)."""
 
 
 class SessionStarted(BaseEvent):
@@ -113,6 +115,14 @@ class SpecStep(BaseEvent):
     invalid_drafts: int = 0
     """Draft slots the grammar rejected before verification; not in ``drafted`` (vLLM excludes
     them from its draft-token count too), but the step still counts as a draft."""
+    grammar_drafts: int = Field(0, exclude_if=lambda v: not v)
+    """Of ``drafted``, how many the grammar proposed rather than the draft model (grammar drafting)."""
+    draft_passes: int | None = Field(None, exclude_if=lambda v: v is None)
+    """Draft-model forward passes run in this step (proposing the next step's drafts; grammar drafting
+    skips some); ``None``: not recorded (older sessions: one per draft slot is assumed)."""
+    dropped_drafts: int = Field(0, exclude_if=lambda v: not v)
+    """Drafts the grammar forbade that vLLM dropped before scheduling them (synchronous scheduling):
+    never verified, not in vLLM's counters; ``invalid_drafts`` is the asynchronous path's count."""
     wall_s: float = 0.0
 
 

@@ -35,24 +35,38 @@ class SpecStats:
     accepted_per_pos: list[int] = field(default_factory=list)
     draft_passes: int = 0
     """Draft forward passes: one per proposed slot, grammar-invalidated ones included (the draft
-    model ran for them); a method without a draft model (ngram, suffix) streams no weights for them."""
+    model ran for them), or what grammar drafting reports it ran (``SpecStep.draft_passes``); a
+    method without a draft model (ngram, suffix) streams no weights for them."""
+    grammar_drafts: int = 0
+    """Draft slots the grammar proposed rather than the draft model (grammar drafting)."""
+    grammar_accepted: int = 0
+    """Emitted tokens that were grammar drafts the target accepted."""
+    dropped_drafts: int = 0
+    """Drafts the grammar forbade, dropped by vLLM before verification (``SpecStep.dropped_drafts``)."""
 
     def add_step(self, step: SpecStep) -> None:
-        by_verdict, forced = self.by_verdict, 0
+        by_verdict, forced, grammar = self.by_verdict, 0, 0
         for tok in step.tokens:
             by_verdict[tok.verdict] += 1
             forced += tok.forced
-        self._add_step_counts(step, forced)
+            grammar += tok.grammar
+        self._add_step_counts(step, forced, grammar)
 
-    def _add_step_counts(self, step: SpecStep, forced: int) -> None:
+    def _add_step_counts(self, step: SpecStep, forced: int, grammar: int = 0) -> None:
         """Everything of ``add_step`` but the per-token verdict counts (``SessionSummary.add_step``
         counts tokens once for both of its scopes: that loop is most of a file summary's time)."""
         self.steps += 1
         self.forced += forced
+        self.grammar_accepted += grammar
         self.rejected += len(step.rejected)
         k = len(step.drafted)
-        if k or step.invalid_drafts:
+        self.dropped_drafts += step.dropped_drafts
+        if step.draft_passes is not None:
+            self.draft_passes += step.draft_passes
+        elif k or step.invalid_drafts:  # a session recorded before passes were: one per slot
             self.draft_passes += k + step.invalid_drafts
+        if k or step.invalid_drafts:
+            self.grammar_drafts += step.grammar_drafts
             self.drafts += 1
             self.draft_tokens += k
             self.accepted += step.accepted
@@ -73,6 +87,9 @@ class SpecStats:
         self.draft_tokens += other.draft_tokens
         self.accepted += other.accepted
         self.draft_passes += other.draft_passes
+        self.grammar_drafts += other.grammar_drafts
+        self.grammar_accepted += other.grammar_accepted
+        self.dropped_drafts += other.dropped_drafts
         per_pos = self.accepted_per_pos
         if len(per_pos) < len(other.accepted_per_pos):
             per_pos.extend([0] * (len(other.accepted_per_pos) - len(per_pos)))
@@ -106,6 +123,9 @@ class SpecStats:
             "draft_tokens": self.draft_tokens,
             "accepted": self.accepted,
             "draft_passes": self.draft_passes,
+            "grammar_drafts": self.grammar_drafts,
+            "grammar_accepted": self.grammar_accepted,
+            "dropped_drafts": self.dropped_drafts,
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length,
             "per_position": self.per_position,
@@ -219,14 +239,15 @@ class SessionSummary:
         if summary.prefill_tokens is None and step.tokens:
             summary.prefill_tokens = len(step.tokens)
         session, request = self.session, summary.stats
-        in_session, in_request, forced = session.by_verdict, request.by_verdict, 0
+        in_session, in_request, forced, grammar = session.by_verdict, request.by_verdict, 0, 0
         for tok in step.tokens:
             verdict = tok.verdict
             in_session[verdict] += 1
             in_request[verdict] += 1
             forced += tok.forced
-        session._add_step_counts(step, forced)
-        request._add_step_counts(step, forced)
+            grammar += tok.grammar
+        session._add_step_counts(step, forced, grammar)
+        request._add_step_counts(step, forced, grammar)
         self.step_wall_s.append(step.wall_s)
         if step.drafted:
             self.step_accept.append(step.accepted / len(step.drafted))

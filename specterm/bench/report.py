@@ -21,7 +21,8 @@ from specterm.errors import ConfigError
 from specterm.stats import fmt_opt
 
 # Marker and style per method: a letter, not only a hue, so the plot reads without colour.
-MARKS = {"draft_model": ("D", "bold cyan"), "ngram": ("N", "bold magenta"), "suffix": ("S", "bold yellow")}
+MARKS = {"draft_model": ("D", "bold cyan"), "draft_model+grammar": ("G", "bold green"), "ngram": ("N", "bold magenta"),
+         "suffix": ("S", "bold yellow")}
 THEORY_MARK = ("·", "dim")
 
 
@@ -57,13 +58,17 @@ def results_table(results: Sequence[ConfigResult], *, title: str = "") -> Table:
 def acceptance_table(results: Sequence[ConfigResult]) -> Table:
     """What the theory is fed: acceptance, α, c (and c inline), per-position acceptance."""
     table = Table(header_style="bold")
-    for name in ("configuration", "accept", "MAL", "α", "c", "c inline", "per position"):
+    grammar = any(r.grammar for r in results)
+    names = ("configuration", "accept", "MAL", "α", "c", "c inline", "per position",
+             *(("passes/tok", "grammar") if grammar else ()))
+    for name in names:
         table.add_column(name, justify="left" if name in ("configuration", "per position") else "right")
     for r in results:
         if r.method is None:
             continue
+        extra = (fmt_opt(r.draft_passes_per_token), fmt_opt(r.grammar_draft_share, ".0%")) if grammar else ()
         table.add_row(Text(r.label), fmt_opt(r.acceptance_rate, ".0%"), fmt_opt(r.mean_acceptance_length),
-                      fmt_opt(r.alpha), fmt_opt(r.c), fmt_opt(r.c_inline), _positions(r.per_position))
+                      fmt_opt(r.alpha), fmt_opt(r.c), fmt_opt(r.c_inline), _positions(r.per_position), *extra)
     return table
 
 
@@ -152,12 +157,16 @@ def speedup_plot(results: Sequence[ConfigResult], *, height: int = 12, col: int 
         return Text("no speculative results to plot")
     ks = sorted({r.k for r in points})
     marks = []
+    def name(r: ConfigResult) -> str:
+        return f"{r.method}+grammar" if r.grammar else str(r.method)
+
+    offset = {"draft_model": -1, "draft_model+grammar": 0}  # side by side on one k
     for r in points:
-        x = ks.index(r.k) * col + col // 2 + (-1 if r.method == "draft_model" else 1)  # side by side on one k
-        if r.theory is not None:
+        x = ks.index(r.k) * col + col // 2 + offset.get(name(r), 1)
+        if r.theory is not None and not r.grammar:  # the theory assumes k draft passes a step
             marks.append((x, r.theory, THEORY_MARK))
-        marks.append((x, r.speedup.median, MARKS.get(r.method, ("?", "bold"))))
-    legend = [(f"{m} {name}", s) for name, (m, s) in MARKS.items() if any(r.method == name for r in points)]
+        marks.append((x, r.speedup.median, MARKS.get(name(r), ("?", "bold"))))
+    legend = [(f"{m} {n}", s) for n, (m, s) in MARKS.items() if any(name(r) == n for r in points)]
     return ratio_grid(marks, ks, axis="k", height=height, col=col,
                       legend=[*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")])
 

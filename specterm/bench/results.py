@@ -80,6 +80,12 @@ class ConfigResult:
     """Median TTFT of agent step 1, 2, ... over the records that reached that step (agent turns)."""
     later_cached_share: float | None = None
     """Of the prompt tokens of steps 2+, the share vLLM found in its prefix cache (None: not reported)."""
+    grammar: bool = False
+    """Grammar drafting was on (``draft_model+grammar``)."""
+    draft_passes_per_token: float | None = None
+    """Draft-model forward passes ÷ emitted tokens (``SpecStats.draft_passes``; None without a draft model)."""
+    grammar_draft_share: float | None = None
+    """Of the draft tokens verified, the share the grammar proposed (grammar drafting only)."""
 
     @property
     def later_ttft_share(self) -> float | None:
@@ -235,6 +241,11 @@ def aggregate(records: Sequence[RequestRecord], specs: Sequence[ConfigSpec]) -> 
         stats = merge_stats(recs)
         res.acceptance_rate, res.mean_acceptance_length = stats.acceptance_rate, stats.mean_acceptance_length
         res.per_position = stats.per_position
+        res.grammar = spec.grammar
+        if spec.method not in MODEL_FREE and stats.tokens:
+            res.draft_passes_per_token = stats.draft_passes / stats.tokens
+        if spec.grammar and stats.draft_tokens:
+            res.grammar_draft_share = stats.grammar_drafts / stats.draft_tokens
         res.speedup = Spread.of(speedups)
         res.c_inline = statistics.median(inline) if inline else None
         res.c = 0.0 if spec.method in MODEL_FREE else (c_draft.median if c_draft else None)

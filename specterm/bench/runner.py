@@ -30,7 +30,8 @@ from specterm.stats import SpecStats
 
 TARGET_ONLY = "target-only"
 DRAFT_AS_TARGET = "draft-as-target"
-METHODS = ("draft_model", "ngram", "suffix")
+METHODS = ("draft_model", "draft_model+grammar", "ngram", "suffix")
+GRAMMAR_SUFFIX = "+grammar"
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,16 @@ class ConfigSpec:
 
     method: str | None
     k: int = 0
+    grammar: bool = False
+    """Grammar drafting (``engine/grammar_draft.py``); bench's method name ``draft_model+grammar``."""
+
+    @property
+    def name(self) -> str | None:
+        return f"{self.method}+grammar" if self.grammar else self.method
 
     @property
     def label(self) -> str:
-        return TARGET_ONLY if self.method is None else f"{self.method} k={self.k}"
+        return TARGET_ONLY if self.method is None else f"{self.name} k={self.k}"
 
 
 @dataclass
@@ -128,11 +135,20 @@ def record_from_events(events: Sequence[Any], *, config: str, block: str, round:
 def engine_config(base: EngineConfig, spec: ConfigSpec) -> EngineConfig:
     if spec.method is None:
         return base.model_copy(update={"method": None})
-    return base.model_copy(update={"method": spec.method, "num_speculative_tokens": spec.k})
+    return base.model_copy(update={"method": spec.method, "num_speculative_tokens": spec.k,
+                                   "grammar_drafting": spec.grammar})
 
 
-def plan(methods: Iterable[str], ks: Iterable[int]) -> list[ConfigSpec]:
-    return [ConfigSpec(m, k) for m in methods for k in ks]
+def spec_of(method: str, k: int, grammar: bool = False) -> ConfigSpec:
+    """``draft_model+grammar`` is ``draft_model`` with grammar drafting; ``grammar`` (the engine flag
+    ``--grammar-drafting``) turns it on for plain ``draft_model`` too."""
+    if method.endswith(GRAMMAR_SUFFIX):
+        return ConfigSpec(method.removesuffix(GRAMMAR_SUFFIX), k, True)
+    return ConfigSpec(method, k, grammar and method == "draft_model")
+
+
+def plan(methods: Iterable[str], ks: Iterable[int], *, grammar: bool = False) -> list[ConfigSpec]:
+    return list(dict.fromkeys(spec_of(m, k, grammar) for m in methods for k in ks))
 
 
 Progress = Callable[[str, int], None]

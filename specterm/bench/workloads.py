@@ -6,7 +6,11 @@ conversations (``ChatPrompt``) rendered by the target's chat template, like ever
 * ``toolcalls`` — an agent's first turn (system prompt, its tools, its retrieved worked examples and
   passages, a user question): the model's tool call, schema boilerplate plus entity values (SQL, queries);
 * ``prose`` — user requests for free text (explanations, runbook steps);
-* ``code`` — user requests for SQL and Python.
+* ``code`` — user requests for SQL and Python;
+* ``extract`` — user texts to turn into JSON of ``EXTRACT_SCHEMA`` (JSON-schema extraction).
+
+``toolcalls`` and ``extract`` are constrained as their senders constrain them (``output_schema``):
+the agent's call schema, the extraction schema.
 
 ``agent`` runs whole agent turns (``specterm.agent.AgentRunner``: tool calls, tool results,
 retrieval, answer) for short user requests to one agent (``--agent``, default ``sql_analyst``); a
@@ -72,7 +76,40 @@ CHAT: dict[str, tuple[str, ...]] = {
         "Write a SQL query that returns the 5 most expensive products.",
         "Write a Python function that parses an ISO date string into a datetime.",
     ),
+    "extract": (
+        "Extract the order as JSON: Maria Lopez (maria@example.com, Spain) ordered 2 webcams and 1 desk "
+        "lamp on 2026-03-14; it has shipped.",
+        "Extract the order as JSON: Tom Becker from Germany, tom.becker@example.de, bought 3 notebooks on "
+        "2026-01-02. Status: placed.",
+        "Extract the order as JSON: on 2026-02-20 Aiko Tanaka (Japan, aiko@example.jp) returned 1 keyboard; "
+        "the order was refunded.",
+        "Extract the order as JSON: 5 USB cables and 2 monitors for Liam O'Brien, Ireland, liam@example.ie, "
+        "ordered 2026-04-01, delivered.",
+        "Extract the order as JSON: Sofia Rossi (Italy; sofia.rossi@example.it) placed an order for 1 "
+        "espresso machine on 2026-05-09, still pending.",
+        "Extract the order as JSON: customer Noah Smith, United States, noah@example.com; 4 mugs, 1 "
+        "kettle; 2026-06-30; cancelled.",
+    ),
 }
+EXTRACT_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "customer": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 40},
+            "email": {"type": "string", "maxLength": 40},
+            "country": {"type": "string", "maxLength": 20}},
+            "required": ["name", "email", "country"], "additionalProperties": False},
+        "items": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {
+            "product": {"type": "string", "maxLength": 24},
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 99}},
+            "required": ["product", "quantity"], "additionalProperties": False}},
+        "date": {"type": "string", "format": "date"},
+        "status": {"enum": ["pending", "placed", "shipped", "delivered", "refunded", "cancelled"]},
+    },
+    "required": ["customer", "items", "date", "status"],
+    "additionalProperties": False,
+}
+"""The ``extract`` workload's output schema: JSON-schema extraction, mostly keys the grammar spells."""
 TOOLCALL_REQUESTS: dict[str, tuple[str, ...]] = {
     "sql_analyst": (
         "How many customers are there?",
@@ -97,7 +134,7 @@ AGENT_REQUESTS = (
     "What is the total amount of refunds?",
 )
 AGENT_UNAVAILABLE = "agent workload: not available (specterm.agent or its extra is not installed)"
-WORKLOADS = (*RAW, "agent")
+WORKLOADS = (*RAW, "extract", "agent")
 
 
 def agent_loop_available() -> bool:
@@ -115,6 +152,8 @@ def builtin_prompts(name: str) -> list[str]:
         if not agent_loop_available():
             raise ConfigError(AGENT_UNAVAILABLE)
         return list(AGENT_REQUESTS)
+    if name in CHAT and name not in RAW:  # no prefix form: its requests as plain text
+        return list(CHAT[name])
     try:
         return list(RAW[name])
     except KeyError:
@@ -141,6 +180,23 @@ def chat_requests(name: str, agent: str = "sql_analyst", key: str = "tool") -> l
     if name not in CHAT:
         builtin_prompts(name)  # raises the one-line "unknown workload"
     return [ChatPrompt.user(text) for text in CHAT[name]]
+
+
+def output_schema(name: str, *, agent: str = "sql_analyst", renderer: PromptRenderer | None = None,
+                  raw: bool = False) -> dict | None:
+    """The JSON Schema a workload's requests are constrained to, as their real senders constrain them:
+    ``toolcalls`` the agent's call schema (its first turn exactly as the agent sends it), ``extract``
+    ``EXTRACT_SCHEMA``; ``None`` for free text and raw prefixes."""
+    if raw:
+        return None
+    if name == "extract":
+        return EXTRACT_SCHEMA
+    if name == "toolcalls":
+        from specterm.agent import load_agent
+        from specterm.agent.prompt import call_schema
+
+        return call_schema(load_agent(agent), key=_call_key(renderer))
+    return None
 
 
 def resolve(names: Sequence[str], *, renderer: PromptRenderer | None, agent: str = "sql_analyst",

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="speculative vs target-only side by side, against the theoretical bound",
                        description=__doc__)
     p.add_argument("--workload", default="toolcalls",
-                   help="comma list of prompt sets: toolcalls, prose, code, agent (whole agent turns)")
+                   help="comma list of prompt sets: toolcalls, prose, code, extract, agent (whole agent turns)")
     p.add_argument("--agent", default="sql_analyst",
                    help="agent for the toolcalls and agent workloads (default sql_analyst)")
     p.add_argument("--prompts", metavar="FILE",
@@ -154,8 +154,24 @@ def _workloads(args: argparse.Namespace, names: list[str], base, console) -> dic
             for r in requests:
                 renderer.text(r)  # no template / a template that refuses: one line, says --raw
         return {"file": requests}
-    return resolve(names, renderer=renderer, agent=args.agent, raw=args.raw,
-                   notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False))
+    out = resolve(names, renderer=renderer, agent=args.agent, raw=args.raw,
+                  notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False))
+    _constrain(args, out, renderer)
+    return out
+
+
+def _constrain(args: argparse.Namespace, workloads: dict[str, list], renderer) -> None:
+    """Workloads whose senders constrain them (``workloads.output_schema``) get their schema in each
+    request's parameters (``args.request_params``)."""
+    from specterm.bench.workloads import output_schema
+
+    params = _params(args)
+    for name, prompts in workloads.items():
+        raw = args.raw or (name == "toolcalls" and isinstance(prompts[0], str))  # prefixes start mid-JSON
+        schema = output_schema(name, agent=args.agent, renderer=renderer, raw=raw)
+        if schema is not None:
+            own = args.request_params = getattr(args, "request_params", None) or {}
+            own[name] = [params.model_copy(update={"json_schema": schema})] * len(prompts)
 
 
 def _request_file(args: argparse.Namespace, renderer, console) -> list:
@@ -196,7 +212,7 @@ def _specs(args: argparse.Namespace, base) -> list:
         raise ConfigError(f"bad --methods: {bad[0]!r}; bench supports {', '.join(METHODS)}")
     if bad := [k for k in ks if not 1 <= k <= 16]:
         raise ConfigError(f"bad --k: {bad[0]} (each must be 1..16)")
-    if "draft_model" in methods and not base.draft:
+    if any(m.startswith("draft_model") for m in methods) and not base.draft:
         raise ConfigError("method draft_model needs a draft model (--draft PATH)")
     if "suffix" in methods:
         from specterm.engine.suffix import suffix_decoding_problem
@@ -205,7 +221,7 @@ def _specs(args: argparse.Namespace, base) -> list:
             raise EngineUnavailable(problem)
     if args.repeats < 1:
         raise ConfigError("bad --repeats: must be >= 1")
-    return plan(methods, ks)
+    return plan(methods, ks, grammar=base.grammar_drafting)
 
 
 def bench(args: argparse.Namespace, base, console) -> int:

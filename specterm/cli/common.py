@@ -28,6 +28,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="speculation method (default draft_model)")
     g.add_argument("-k", "--num-speculative-tokens", dest="num_speculative_tokens", type=int,
                    help="draft tokens per step, 1..16 (default 4)")
+    g.add_argument("--grammar-drafting", action=argparse.BooleanOptionalAction, default=None,
+                   help="draft under each structured request's grammar: masked drafts, and runs the grammar "
+                        "forces proposed without draft passes (--method draft_model; docs/grammar-drafting.md)")
     g.add_argument("--no-spec", action="store_true", help="target-only: speculation off, same code path")
     g.add_argument("--preset", choices=sorted([*PRESETS, *LOCAL_PRESETS]),
                    help="a real model pair by hub id; or a local pair: smollm2-agent (SmolLM2-135M-Instruct "
@@ -77,7 +80,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     flags = {name: getattr(args, name, None) for name in (
         "target", "draft", "method", "num_speculative_tokens", "dtype", "max_model_len",
         "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "chat_template",
-        *SUFFIX_KNOBS)}
+        "grammar_drafting", *SUFFIX_KNOBS)}
     defaults = None
     if args.target is None and args.preset is None:
         from specterm.models.defaults import default_model_paths

@@ -56,6 +56,9 @@ class EngineConfig(BaseModel):
     """vLLM's executor for the TP/PP workers; ``None``: vLLM picks (``mp`` on one machine, ``ray``
     inside a Ray placement group). More than one machine: ``ray`` (README "Scale-out")."""
     structured_output_backend: Literal["xgrammar", "guidance", "outlines", "auto"] = "xgrammar"
+    grammar_drafting: bool = False
+    """Draft under the request's grammar (method ``draft_model``, xgrammar): masked drafts, and the
+    grammar's forced runs proposed without draft passes (``engine/grammar_draft.py``)."""
     ngram_prompt_lookup_min: int = Field(2, ge=1)
     ngram_prompt_lookup_max: int = Field(5, ge=1)
     # Suffix decoding (method "suffix", the arctic-inference package): vLLM's own knob names and
@@ -70,6 +73,11 @@ class EngineConfig(BaseModel):
     @property
     def speculative(self) -> bool:
         return self.method is not None
+
+    @property
+    def drafts_with_grammar(self) -> bool:
+        """Grammar drafting applies: asked for, and a draft model drafts (target-only ignores it)."""
+        return self.grammar_drafting and self.method == "draft_model"
 
     @property
     def world_size(self) -> int:

@@ -42,6 +42,17 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from specterm.engine.verdicts import StepRecord
 
 
+def _ends_grammar(request, kept) -> bool:
+    """The kept drafts reach the end of the request's grammar (xgrammar), so what vLLM dropped lies
+    past the end (the request stops there) rather than being forbidden."""
+    so = request.structured_output_request
+    matcher = getattr(getattr(so, "grammar", None), "matcher", None) if so is not None else None
+    if matcher is None or not kept:
+        return False
+    fork = matcher.fork()
+    return all(fork.accept_token(t) for t in kept) and fork.is_terminated()
+
+
 class CapturingScheduler(Scheduler):
     """vLLM's scheduler plus a per-step record of drafts and sampled tokens (see module doc)."""
 
@@ -51,6 +62,38 @@ class CapturingScheduler(Scheduler):
         self._allowed: dict[str, tuple[int, ...]] = {}
         self.capture = True
         """Off: this is vLLM's scheduler and nothing more (the publisher with nobody attached)."""
+        self.grammar_drafts = None
+        """``GrammarDraftState`` when grammar drafting is on (``grammar_draft.py``): which drafts the
+        grammar proposed and how many draft passes each step's proposal ran."""
+        self.passes_per_step: int | None = None
+        """Plain ``draft_model``: vLLM's proposer runs k draft passes in every step, for every
+        running request, whatever becomes of the drafts (set by the engine; ``None``: no draft model)."""
+        self._proposals: dict = {}
+        self._dropped: dict[str, int] = {}
+
+    def schedule(self, *args, **kwargs):
+        # The drafts this schedule verifies are the last propose call's (synchronous scheduling: the
+        # next propose runs inside this step's execution, after this call).
+        if self.grammar_drafts is not None:
+            self._proposals = self.grammar_drafts.take()
+        return super().schedule(*args, **kwargs)
+
+    def update_draft_token_ids(self, draft_token_ids) -> None:
+        """Synchronous scheduling hands the proposer's drafts here, and vLLM keeps only their longest
+        grammar-valid prefix (``validate_tokens``): the rest is dropped before it is ever scheduled,
+        so neither ``num_invalid_spec_tokens`` nor vLLM's counters see it. Counted here as
+        ``StepRecord.dropped`` of the step that verifies the kept drafts."""
+        super().update_draft_token_ids(draft_token_ids)
+        if not self.capture:
+            return
+        for req_id, proposed in zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids):
+            request = self.requests.get(req_id)
+            if request is None or request.is_finished() or request.is_prefill_chunk:
+                continue
+            kept = request.spec_token_ids
+            real = sum(1 for t in proposed if t >= 0)
+            if real > len(kept) and not _ends_grammar(request, kept):
+                self._dropped[req_id] = real - len(kept)
 
     def get_grammar_bitmask(self, scheduler_output):
         grammar_output = super().get_grammar_bitmask(scheduler_output)
@@ -91,9 +134,26 @@ class CapturingScheduler(Scheduler):
                 bad = invalid.get(req_id, 0)
                 self.records.append(
                     StepRecord(req_id, drafted, tuple(sampled[i]), bad, self._allowed.get(req_id),
-                               padding=len(slots) - len(drafted) - bad)  # -1s the grammar did not cause
+                               padding=len(slots) - len(drafted) - bad,  # -1s the grammar did not cause
+                               from_grammar=self._from_grammar(req_id, drafted),
+                               draft_passes=self._passes(req_id), dropped=self._dropped.pop(req_id, 0))
                 )
         return super().update_from_output(scheduler_output, model_runner_output)
+
+    def _from_grammar(self, req_id: str, drafted: tuple[int, ...]) -> tuple[bool, ...] | None:
+        """Which verified drafts the grammar proposed (the proposal this step's schedule took)."""
+        proposal = self._proposals.get(req_id) if drafted else None
+        if proposal is None or tuple(proposal.tokens[: len(drafted)]) != drafted:
+            return None
+        return tuple(proposal.from_grammar[: len(drafted)])
+
+    def _passes(self, req_id: str) -> int | None:
+        """Draft passes this step's own proposal ran (it ran inside this step's execution, before
+        ``update_from_output``): every step proposes, the last one too."""
+        if self.grammar_drafts is not None:
+            proposal = self.grammar_drafts.proposals.get(req_id)
+            return proposal.passes if proposal is not None else 0
+        return self.passes_per_step
 
     def take_records(self) -> list[StepRecord]:
         records, self.records = self.records, []

@@ -40,6 +40,15 @@ class StepRecord:
     size"). Nothing was drafted, so specterm counts no drafts; vLLM's spec-decode counters count
     them as drafted and rejected, and ``reconcile`` adds them back before comparing (vLLM PR #50518,
     open, would exclude them upstream; the comparison would then fail loudly and this must go)."""
+    from_grammar: tuple[bool, ...] | None = None
+    """Grammar drafting (``grammar_draft.py``): which of ``drafted`` came from the grammar's forced
+    run rather than the draft model; ``None`` when it is off."""
+    draft_passes: int | None = None
+    """Draft-model forward passes the proposer ran in this step (for the next step's drafts; the
+    batch's passes: one pass serves every request in it); ``None`` without a draft model."""
+    dropped: int = 0
+    """Drafts proposed for this step that the grammar forbade and vLLM dropped before scheduling
+    (``CapturingScheduler.update_draft_token_ids``); not in ``drafted``, not in vLLM's counters."""
 
     def forced(self, position: int) -> bool:
         """The grammar allowed exactly one token at ``position`` of this step's sampled ids."""
@@ -104,6 +113,7 @@ class StepAssembler:
                              message=f"step {self._index}: emitted ids {emitted} are not a prefix of "
                                      f"the sampled ids {list(record.sampled)}"))
         drafted = list(record.drafted) if record else []
+        grammar = record.from_grammar if record else None
         rejected = drafted[a:]
         step = SpecStep(
             t=self._clock(),
@@ -111,11 +121,15 @@ class StepAssembler:
             index=self._index,
             drafted=drafted,
             accepted=a,
-            tokens=[Token(id=i, text=self._piece(i), verdict=v, forced=bool(record and record.forced(n)))
+            tokens=[Token(id=i, text=self._piece(i), verdict=v, forced=bool(record and record.forced(n)),
+                          grammar=bool(grammar and n < a and grammar[n]))
                     for n, (i, v) in enumerate(zip(emitted, verdicts))],
             rejected=rejected,
             rejected_text=[self._hf.decode([r]) for r in rejected],
             invalid_drafts=record.invalid if record else 0,
+            grammar_drafts=sum(grammar) if grammar else 0,
+            draft_passes=record.draft_passes if record else None,
+            dropped_drafts=record.dropped if record else 0,
             wall_s=wall_s,
         )
         self._index += 1

@@ -152,6 +152,10 @@ def _engine_args(config: EngineConfig):
             spec |= {name: getattr(config, name) for name in SUFFIX_KNOBS}
         kwargs["speculative_config"] = spec
         kwargs["per_request_spec_decode_metrics"] = "detailed"  # refused without speculation
+        if config.drafts_with_grammar and build != "cpu":
+            # The proposals are matched to the step that verifies them in schedule order (capture.py);
+            # the CPU build never schedules asynchronously, CUDA may.
+            kwargs["async_scheduling"] = False
     kwargs.update(config.extra_engine_args)
     return EngineArgs(**kwargs)
 
@@ -164,6 +168,14 @@ def validate_config(c: EngineConfig) -> None:
     check_model_dir(c.target, "target")
     if c.method == "suffix" and (problem := suffix_decoding_problem()):
         raise EngineUnavailable(problem)
+    if c.grammar_drafting and c.method is not None:
+        if c.method != "draft_model":
+            raise ConfigError(f"--grammar-drafting needs --method draft_model, not {c.method or 'none'}")
+        if c.world_size > 1:
+            raise ConfigError("--grammar-drafting needs one worker (the grammar lives in the engine's "
+                              "process): drop --tensor-parallel-size / --pipeline-parallel-size")
+        if c.structured_output_backend not in ("xgrammar", "auto"):
+            raise ConfigError(f"--grammar-drafting needs the xgrammar backend, not {c.structured_output_backend}")
     if c.method in NEEDS_DRAFT_MODEL:
         if not c.draft:
             raise ConfigError(f"method {c.method} needs a draft model (--draft PATH)")
@@ -201,9 +213,13 @@ class VllmSpecEngine(SpecEngine):
 
         scheduler = self._engine.engine_core.engine_core.scheduler
         self._scheduler = scheduler if isinstance(scheduler, CapturingScheduler) else None
+        if self._scheduler is not None and config.method in NEEDS_DRAFT_MODEL:
+            self._scheduler.passes_per_step = config.num_speculative_tokens
         from transformers import AutoTokenizer
 
         self._hf_tokenizer = AutoTokenizer.from_pretrained(config.target)
+        if config.drafts_with_grammar:
+            self._install_grammar_drafting()
         self.renderer = PromptRenderer(self._hf_tokenizer, template_file=config.chat_template,
                                        model=f"the target model ({config.target})")
         model_config = getattr(self._engine, "model_config", None)
@@ -219,6 +235,19 @@ class VllmSpecEngine(SpecEngine):
             # Only if the CPU sampling fix could not be installed (vllm_patches.register failed).
             sampling_verification_broken=build == "cpu" and config.speculative and not sampling_fixed(),
         )
+
+    def _install_grammar_drafting(self) -> None:
+        from specterm.engine.grammar_draft import GrammarDraftState, install
+
+        if self._scheduler is None:
+            raise EngineUnavailable("grammar drafting needs specterm's scheduler (capture.py) in this process")
+        state = GrammarDraftState(self._scheduler, self._hf_tokenizer,
+                                  self._engine.model_config.get_vocab_size())
+        try:
+            self._engine.collective_rpc(install, args=(state,))
+        except Exception as err:  # one line: which part of vLLM's layout it did not find
+            raise EngineUnavailable(f"grammar drafting could not be installed: {_one_line(err)}") from err
+        self._scheduler.grammar_drafts = state
 
     def _validate(self) -> None:
         validate_config(self.config)

@@ -36,6 +36,7 @@ class _Token(msgspec.Struct, kw_only=True):
     text: str
     verdict: Verdict
     forced: bool = False
+    grammar: bool = False
 
 
 class _SpecStep(msgspec.Struct, kw_only=True, tag_field="type", tag="spec_step"):
@@ -49,6 +50,9 @@ class _SpecStep(msgspec.Struct, kw_only=True, tag_field="type", tag="spec_step")
     rejected: list[int] = []
     rejected_text: list[str] = []
     invalid_drafts: int = 0
+    grammar_drafts: int = 0
+    draft_passes: int | None = None
+    dropped_drafts: int = 0
     wall_s: float = 0.0
 
 

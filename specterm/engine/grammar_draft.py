@@ -1,0 +1,310 @@
+"""Grammar-aware drafting: the draft model proposes only what the request's grammar allows, and a run
+the grammar leaves no choice about is proposed without running the draft model.
+
+**Terms.** A *draft pass* is one forward pass of the draft model (all requests of the batch at once).
+vLLM's ``draft_model`` proposer runs k of them per step: a *first pass* over the tokens the target
+just verified (it also writes the draft's KV cache for them; it cannot be skipped), then k - 1 passes
+of one token each. A *forced run* is the continuation the grammar admits alone at a draft position:
+xgrammar's jump-forward string, tokenised by the target's tokenizer, or the single token a bitmask
+row allows. *Grammar drafts* are draft slots filled from a forced run rather than from the draft's
+logits.
+
+**What changes** (vLLM 0.32.0 internals, pinned; ``tests/test_engine_grammar_draft.py`` runs them on
+the real engine):
+
+* ``DraftModelProposer._sample_draft_tokens`` (called once per draft position with the batch's
+  hidden states): the draft's logits are masked by the grammar before its argmax (or, with vLLM's
+  probabilistic draft sampling, before the softmax, so the draft probabilities the rejection sampler
+  reads are the masked, renormalised ones); a row with a forced run takes its next forced token and
+  a one-hot probability. The grammar state per request is a ``fork()`` of the scheduler's own
+  xgrammar matcher (``Request.structured_output_request.grammar.matcher``), advanced over the tokens
+  the target emitted this step and then over each proposed draft; the scheduler's matcher is never
+  touched.
+* ``prepare_next_token_ids_padded`` / ``_cpu`` (called with this step's sampled ids just before
+  ``propose``): read to learn what the target emitted this step.
+* ``propose``: brackets the step; the proposer's ``model`` is wrapped so that once every request of
+  the batch has a forced run covering all its remaining draft positions, the remaining passes are
+  not run (their outputs would be ignored; the draft KV they would write belongs to positions the
+  next step's first pass writes again).
+
+**Why output stays exact.** The target verifies every draft as before; vLLM's rejection sampler at
+T = 0 accepts a draft iff it is the target's argmax, and at T > 0 with greedy drafting (vLLM's
+default ``draft_sample_method``) treats the draft as one-hot, which it still is: a masked argmax or a
+forced token is a deterministic function of the context. Masked drafts are never invalid: vLLM's
+``validate_tokens`` accepts every one of them.
+
+**Where it runs.** The proposer lives in the worker and the grammar in the scheduler; the engine
+``VllmSpecEngine`` builds runs both in one process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, one
+worker), which is what this needs. A ``vllm serve`` does not have it.
+
+**What vLLM 0.32 allows.** k is fixed per engine (buffers and the scheduler's token budget are sized
+to ``num_speculative_tokens``), so a forced run longer than the remaining slots continues next step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from vllm.v1.spec_decode.draft_model import DraftModelProposer
+
+
+@dataclass(slots=True)
+class Proposal:
+    """What one propose call drafted for one request: the tokens, which came from the grammar, and
+    the draft passes run for the batch they were proposed in."""
+
+    tokens: list[int] = field(default_factory=list)
+    from_grammar: list[bool] = field(default_factory=list)
+    passes: int = 0
+
+
+@dataclass(slots=True)
+class _Row:
+    matcher: Any
+    """A fork of the scheduler's matcher, advanced over this step's output and the drafts so far."""
+    forced: list[int] = field(default_factory=list)
+    """The next positions' forced tokens (grammar drafts), in order."""
+    mask: Any = None
+    """The grammar's bitmask row for the next position (``None``: every token allowed)."""
+
+
+class GrammarDraftState:
+    """Shared by the proposer (worker side) and ``CapturingScheduler``, in one process."""
+
+    def __init__(self, scheduler: Any, tokenizer: Any, vocab_size: int) -> None:
+        self.scheduler = scheduler
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.proposals: dict[str, Proposal] = {}
+        """The last propose call's drafts per request (read by the scheduler as it schedules them)."""
+        self._sampled: dict[str, list[int]] = {}
+        self._rows: list[_Row | None] = []
+        self._req_ids: list[str] = []
+        self._remaining = 0
+        self.passes = 0
+
+    # -- per step --------------------------------------------------------------------------------
+    def note_sampled(self, sampled: Any, req_ids: list[str]) -> None:
+        rows = sampled.tolist() if isinstance(sampled, torch.Tensor) else sampled
+        self._sampled = {rid: [t for t in row if t >= 0] for rid, row in zip(req_ids, rows)}
+
+    def begin(self, req_ids: list[str], k: int) -> None:
+        import xgrammar as xgr
+
+        self._req_ids, self._remaining, self.passes = list(req_ids), k, 0
+        self._rows = [self._row(rid) for rid in self._req_ids]
+        self.proposals = {rid: Proposal() for rid in self._req_ids}
+        self._bitmask = xgr.allocate_token_bitmask(1, self.vocab_size)
+        for row in self._rows:
+            if row is not None:
+                self._plan(row)
+
+    def _row(self, req_id: str) -> _Row | None:
+        request = self.scheduler.requests.get(req_id)
+        so = getattr(request, "structured_output_request", None)
+        if so is None:
+            return None
+        grammar = so.grammar  # None while xgrammar is still compiling it
+        matcher = getattr(grammar, "matcher", None)
+        if matcher is None or grammar.is_terminated() or self._in_reasoning(request, so):
+            return None
+        fork = matcher.fork()
+        for token in self._sampled.get(req_id, ()):
+            if fork.is_terminated():
+                return None
+            if not fork.accept_token(token):
+                return None  # a partial prefill's placeholder; vLLM drops its drafts anyway
+        return None if fork.is_terminated() else _Row(fork)
+
+    def _in_reasoning(self, request: Any, so: Any) -> bool:
+        manager = self.scheduler.structured_output_manager
+        if getattr(manager, "enable_in_reasoning", False) or so.reasoning_ended:
+            return False
+        return manager._get_reasoner(request) is not None
+
+    def _plan(self, row: _Row) -> None:
+        """The next position's mask, and its forced run if the grammar admits only one."""
+        matcher = row.matcher
+        row.forced, row.mask = [], None
+        if matcher.is_terminated():
+            return
+        jump = matcher.find_jump_forward_string()
+        if jump:
+            ids = self.tokenizer.encode(jump, add_special_tokens=False)
+            # The run's last token may be spelt differently once the next free character is known
+            # (``"`` + ``SELECT`` vs ``"SE`` …): leave it to the masked draft.
+            run = ids[:-1]
+            n = 0
+            for token in run[: self._remaining]:
+                if not matcher.accept_token(token):
+                    break
+                n += 1
+            if n:
+                matcher.rollback(n)
+                row.forced = run[:n]
+                return
+        mask = self._bitmask
+        if matcher.fill_next_token_bitmask(mask, 0):
+            row.mask = mask[0].clone()
+            allowed = _allowed_tokens(row.mask, self.vocab_size)
+            if len(allowed) == 1:
+                row.forced = allowed
+
+    def all_forced(self) -> bool:
+        """Every request's remaining draft positions come from its forced run (skip the passes)."""
+        return bool(self._rows) and all(r is not None and len(r.forced) >= self._remaining for r in self._rows)
+
+    def choose(self, logits_fn, n: int, probabilistic: bool, sample_fn) -> tuple[torch.Tensor, Any]:
+        """One draft position for the batch's ``n`` rows: masked or forced tokens (and probabilities
+        when vLLM samples drafts probabilistically)."""
+        rows = self._rows[:n] + [None] * max(0, n - len(self._rows))
+        forced = [r.forced[0] if r is not None and r.forced else None for r in rows]
+        probs = None
+        if all(f is not None for f in forced) and not probabilistic:
+            tokens = torch.tensor(forced, dtype=torch.int64)
+        else:
+            logits = logits_fn()
+            for i, r in enumerate(rows):
+                if r is not None and forced[i] is None and r.mask is not None:
+                    _apply_mask(logits[i], r.mask, self.vocab_size)
+            if probabilistic:
+                tokens, probs = sample_fn(logits)
+            else:
+                tokens = logits.argmax(dim=-1)
+            for i, f in enumerate(forced):
+                if f is not None:
+                    tokens[i] = f
+                    if probs is not None:
+                        probs[i].zero_()
+                        probs[i, f] = 1.0
+        self._advance(tokens.tolist(), forced)
+        return tokens, probs
+
+    def _advance(self, chosen: list[int], forced: list[int | None]) -> None:
+        self._remaining -= 1
+        for i, (rid, row, token, f) in enumerate(zip(self._req_ids, self._rows, chosen, forced)):
+            proposal = self.proposals[rid]
+            proposal.tokens.append(token)
+            proposal.from_grammar.append(f is not None)
+            if row is None:
+                continue
+            if f is not None:
+                row.forced.pop(0)
+            # A masked or forced token is always accepted; the end of the grammar ends the masking
+            # (vLLM drops drafts past it anyway).
+            if not row.matcher.accept_token(token) or row.matcher.is_terminated():
+                self._rows[i] = None
+            elif not row.forced and self._remaining > 0:
+                self._plan(row)
+
+    def end(self) -> None:
+        for proposal in self.proposals.values():
+            proposal.passes = self.passes
+        self._rows, self._sampled = [], {}
+
+    def take(self) -> dict[str, Proposal]:
+        proposals, self.proposals = self.proposals, {}
+        return proposals
+
+
+def _allowed_tokens(mask: torch.Tensor, vocab_size: int) -> list[int]:
+    bits = mask.view(torch.int32).numpy().view("uint32")
+    import numpy as np
+
+    allowed = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
+    return [int(t) for t in allowed[allowed < vocab_size][:2]]
+
+
+def _apply_mask(logits_row: torch.Tensor, mask: torch.Tensor, vocab_size: int) -> None:
+    import xgrammar as xgr
+
+    xgr.apply_token_bitmask_inplace(logits_row.unsqueeze(0), mask.unsqueeze(0).to(logits_row.device),
+                                    vocab_size=min(vocab_size, logits_row.shape[-1]))
+    if logits_row.shape[-1] > vocab_size:  # vLLM pads the vocabulary; padding is never a token
+        logits_row[vocab_size:] = float("-inf")
+
+
+class _SkippableModel:
+    """The draft model, except that a call is not run while every row is forced to the end."""
+
+    def __init__(self, model: Any, state: GrammarDraftState) -> None:
+        self.__dict__["_model"] = model
+        self.__dict__["_state"] = state
+        self.__dict__["_last"] = None
+
+    def __call__(self, *args, **kwargs):
+        state = self._state
+        if self._last is not None and state.all_forced():
+            return self._last  # its output is never read: every row takes its forced token
+        out = self._model(*args, **kwargs)
+        state.passes += 1
+        self.__dict__["_last"] = out
+        return out
+
+    def reset(self) -> None:
+        self.__dict__["_last"] = None
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._model, name, value)
+
+
+class GrammarDraftProposer(DraftModelProposer):
+    """vLLM's draft-model proposer with grammar-aware drafting (module doc). Installed on the running
+    proposer by ``install`` (its class is swapped; nothing else of it changes)."""
+
+    _grammar_state: GrammarDraftState
+    _grammar_runner: Any
+    """The model runner that owns this proposer (its ``input_batch`` orders the rows)."""
+
+    def prepare_next_token_ids_padded(self, sampled_token_ids, requests, gpu_input_batch, discard_request_mask):
+        self._grammar_state.note_sampled(sampled_token_ids, gpu_input_batch.req_ids)
+        return super().prepare_next_token_ids_padded(sampled_token_ids, requests, gpu_input_batch,
+                                                     discard_request_mask)
+
+    def prepare_next_token_ids_cpu(self, sampled_token_ids, requests, gpu_input_batch, num_scheduled_tokens):
+        self._grammar_state.note_sampled(sampled_token_ids, gpu_input_batch.req_ids)
+        return super().prepare_next_token_ids_cpu(sampled_token_ids, requests, gpu_input_batch,
+                                                  num_scheduled_tokens)
+
+    def propose(self, num_speculative_tokens, *args, **kwargs):
+        state = self._grammar_state
+        batch = kwargs["common_attn_metadata"].batch_size() if "common_attn_metadata" in kwargs else None
+        req_ids = self._grammar_runner.input_batch.req_ids
+        state.begin(req_ids[:batch] if batch is not None else req_ids, num_speculative_tokens)
+        self.model.reset()
+        try:
+            return super().propose(num_speculative_tokens, *args, **kwargs)
+        finally:
+            state.end()
+
+    def _sample_draft_tokens(self, hidden_states, sampling_metadata):
+        probabilistic = self._enable_probabilistic_draft_probs and not sampling_metadata.all_greedy
+        return self._grammar_state.choose(
+            lambda: self.model.compute_logits(hidden_states), hidden_states.shape[0], probabilistic,
+            lambda logits: self._sample_from_logits(logits, sampling_metadata))
+
+
+def grammar_drafting_problem(drafter: Any) -> str | None:
+    """Why this engine's proposer cannot draft with the grammar, or ``None``."""
+    if type(drafter) is not DraftModelProposer and not isinstance(drafter, GrammarDraftProposer):
+        return f"grammar drafting needs vLLM's draft-model proposer, not {type(drafter).__name__}"
+    if drafter.use_heterogeneous_vocab:
+        return "grammar drafting needs a draft with the target's vocabulary"
+    return None
+
+
+def install(worker, state: GrammarDraftState) -> None:
+    """Runs in the (in-process) worker: swap the proposer's class and wrap its model."""
+    drafter = worker.model_runner.drafter
+    if (problem := grammar_drafting_problem(drafter)) is not None:
+        raise RuntimeError(problem)
+    drafter.__class__ = GrammarDraftProposer
+    drafter._grammar_state = state
+    drafter._grammar_runner = worker.model_runner
+    if not isinstance(drafter.model, _SkippableModel):
+        drafter.model = _SkippableModel(drafter.model, state)
