@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 ALPHA = 0.001
 MIN_EXPECTED = 5
@@ -86,9 +87,13 @@ def compare(spec: Sequence[Sequence[int]], target: Sequence[Sequence[int]], *, t
 
 
 def run_distribution_check(spec_engine, target_engine, prompt: str, *, temperature: float, n: int = 2000,
-                           positions: int = 3, alpha: float = ALPHA) -> DistributionCheck:
-    """Sample both engines (``VllmSpecEngine.sample_token_ids``) and compare them position by position."""
-    spec = spec_engine.sample_token_ids(prompt, n=n, temperature=temperature, max_tokens=positions, seed0=0)
+                           positions: int = 3, alpha: float = ALPHA,
+                           json_schema: dict[str, Any] | None = None) -> DistributionCheck:
+    """Sample both engines (``VllmSpecEngine.sample_token_ids``) and compare them position by position;
+    ``json_schema`` constrains both (structured outputs, grammar drafting)."""
+    extra = {"json_schema": json_schema} if json_schema else {}
+    spec = spec_engine.sample_token_ids(prompt, n=n, temperature=temperature, max_tokens=positions, seed0=0,
+                                        **extra)
     target = target_engine.sample_token_ids(prompt, n=n, temperature=temperature, max_tokens=positions,
-                                            seed0=10_000_000)
+                                            seed0=10_000_000, **extra)
     return compare(spec, target, temperature=temperature, positions=positions, alpha=alpha)

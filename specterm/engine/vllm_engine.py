@@ -368,19 +368,25 @@ class VllmSpecEngine(SpecEngine):
         return run_concurrent(self, items, sink, concurrency=concurrency)
 
     def sample_token_ids(self, prompt: str, *, n: int, temperature: float, max_tokens: int,
-                         seed0: int = 0, batch: int = 256) -> list[list[int]]:
+                         seed0: int = 0, batch: int = 256,
+                         json_schema: dict[str, Any] | None = None) -> list[list[int]]:
         """``n`` seeded samples (seeds ``seed0 .. seed0 + n - 1``) of the first ``max_tokens`` tokens
         after ``prompt``, batched ``batch`` requests at a time; no events. For statistical checks of
         the sampler (``bench.distribution``): batching also exercises vLLM's per-request expansion of
-        sampling parameters over draft positions, where the CPU build's T > 0 bug was."""
+        sampling parameters over draft positions, where the CPU build's T > 0 bug was. ``json_schema``
+        constrains every sample (grammar drafting's distribution check)."""
         from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        structured = StructuredOutputsParams(json=json_schema) if json_schema else None
 
         engine, out = self._engine, {}
         with self._lock:
             for start in range(0, n, batch):
                 for i in range(start, min(n, start + batch)):
                     engine.add_request(f"sample-{i}", prompt, SamplingParams(
-                        max_tokens=max_tokens, temperature=temperature, seed=seed0 + i, ignore_eos=True))
+                        max_tokens=max_tokens, temperature=temperature, seed=seed0 + i, ignore_eos=True,
+                        structured_outputs=structured))
                 while engine.has_unfinished_requests():
                     for o in engine.step():
                         if o.finished:
