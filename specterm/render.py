@@ -63,10 +63,11 @@ def step_pieces(step: SpecStep, *, show_rejected: bool = False):
 
     Rejected drafts go where they were proposed: after the accepted prefix, before the target's
     correction, so a step reads "kept ~~proposed~~ correction" like a diff. Headless output and the
-    dashboard both render from this (one order, one place)."""
+    dashboard both render from this (one order, one place). An accepted draft the grammar proposed
+    (grammar drafting: its forced run, no real choice) reads as forced too."""
     split = min(step.accepted, len(step.tokens))
     for tok in step.tokens[:split]:
-        yield inert(tok.text), tok.verdict, tok.forced
+        yield inert(tok.text), tok.verdict, tok.forced or tok.grammar
     if show_rejected and step.rejected_text:
         yield inert("".join(step.rejected_text)), "rejected", False
     for tok in step.tokens[split:]:

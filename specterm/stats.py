@@ -109,6 +109,11 @@ class SpecStats:
         return 1.0 + self.accepted / self.drafts if self.drafts else None
 
     @property
+    def draft_passes_per_token(self) -> float | None:
+        """Draft-model forward passes per emitted token (what grammar drafting lowers)."""
+        return self.draft_passes / self.tokens if self.tokens else None
+
+    @property
     def per_position(self) -> list[float]:
         return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
 

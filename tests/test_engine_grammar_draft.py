@@ -59,9 +59,11 @@ def runs(tiny_pair):
     """Every request through target-only, plain draft_model and draft_model with grammar drafting."""
     target, draft = tiny_pair
     out = {}
-    for name, extra in (("target", {"method": None}), ("plain", {}), ("grammar", {"grammar_drafting": True})):
+    for name, extra in (("target", {"method": None}), ("plain", {"grammar_drafting": False}),
+                        ("grammar", {"grammar_drafting": None})):  # the default: on where it applies
         config = EngineConfig(target=target, draft=draft, num_speculative_tokens=K, **extra)
         with load_engine(config) as engine:
+            assert engine.capabilities.grammar_drafting is (name == "grammar")
             out[name] = [_run(engine, p, s) for p, s in REQUESTS] + [_run(engine, p, None) for p in PLAIN]
     return out
 
@@ -133,6 +135,9 @@ def test_grammar_drafting_refuses_other_methods_in_one_line(tiny_pair):
     with pytest.raises(ConfigError, match="needs --method draft_model, not ngram"):
         validate_config(EngineConfig(target=target, method="ngram", grammar_drafting=True))
     validate_config(EngineConfig(target=target, method=None, grammar_drafting=True))  # target-only ignores it
+    assert not EngineConfig(target=target, method="ngram").drafts_with_grammar  # the default: only where it applies
+    assert not EngineConfig(target=target, draft=draft, tensor_parallel_size=2).drafts_with_grammar
+    assert EngineConfig(target=target, draft=draft).drafts_with_grammar
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +158,21 @@ def test_structured_samples_follow_the_target_distribution(sampling_engines, tem
                                    n=1500, positions=8, json_schema=RECORD)
     assert check.ok, check.describe()
     assert sum(t.categories >= 3 for t in check.tests) >= 2, "the schema must leave real choices: " + check.describe()
+
+
+def test_by_default_a_failed_install_falls_back_to_plain_drafting_and_asked_for_it_is_one_line(
+        tiny_pair, monkeypatch):
+    from specterm.engine import grammar_draft
+    from specterm.errors import EngineUnavailable
+
+    def broken(worker, state):
+        raise RuntimeError("the proposer moved")
+
+    monkeypatch.setattr(grammar_draft, "install", broken)
+    target, draft = tiny_pair
+    with load_engine(EngineConfig(target=target, draft=draft)) as engine:
+        assert not engine.capabilities.grammar_drafting
+        finished, steps, counters = _run(engine, *REQUESTS[0])
+        assert counters[0].matched and not any(s.grammar_drafts for s in steps)
+    with pytest.raises(EngineUnavailable, match="grammar drafting could not be installed: RuntimeError: the proposer moved"):
+        load_engine(EngineConfig(target=target, draft=draft, grammar_drafting=True))

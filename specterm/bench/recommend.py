@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from specterm.bench.results import ConfigResult
 from specterm.engine.base import EngineConfig
@@ -59,16 +59,31 @@ class Recommendation(BaseModel):
     speculation_off_from: int | None = None
     """``bench --concurrency``: the lowest level from which nothing beats target-only; None if never."""
 
+    grammar_drafting: bool | None = None
+    """``draft_model``: whether the winner drafted under the grammar (bench's ``draft_model+grammar``);
+    written to the config with the method. ``None``: not a draft-model winner."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_grammar(cls, data: Any) -> Any:
+        """A bench label's ``draft_model+grammar`` is method ``draft_model`` with grammar drafting."""
+        if isinstance(data, dict) and str(data.get("method", "")).endswith("+grammar"):
+            data = {**data, "method": data["method"].removesuffix("+grammar"), "grammar_drafting": True}
+        return data
+
     @property
     def label(self) -> str:
-        return "no speculation" if self.method == NO_SPECULATION else f"{self.method} k={self.k}"
+        if self.method == NO_SPECULATION:
+            return "no speculation"
+        return f"{self.method}{'+grammar' if self.grammar_drafting else ''} k={self.k}"
 
     def matches(self, config: EngineConfig) -> bool:
         """Measured on this engine's pair, method and k (a different k or pair expects something else)."""
         method = config.method or NO_SPECULATION
         same_k = method == NO_SPECULATION or config.num_speculative_tokens == self.k
         draft_matters = config.method == "draft_model"
-        return (config.target == self.target and method == self.method and same_k
+        same_grammar = self.grammar_drafting is None or config.drafts_with_grammar == self.grammar_drafting
+        return (config.target == self.target and method == self.method and same_k and same_grammar
                 and (not draft_matters or config.draft == self.draft))
 
 
@@ -103,6 +118,8 @@ def choose(per_workload: Mapping[str, Sequence[ConfigResult]], base: EngineConfi
     win = by_label[best]
     if win.method != "draft_model":
         common["draft"] = None
+    if win.method == "draft_model":
+        common["grammar_drafting"] = win.grammar
     return Recommendation(method=win.method or NO_SPECULATION, k=win.k, speedup=round(complete[best], 3), **common)
 
 
@@ -128,6 +145,8 @@ def write(path: Path, rec: Recommendation) -> None:
     engine["method"] = rec.method
     if rec.method != NO_SPECULATION:
         engine["num_speculative_tokens"] = rec.k
+    if rec.grammar_drafting is not None:
+        engine["grammar_drafting"] = rec.grammar_drafting
     doc["recommendation"] = rec.model_dump(exclude_none=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

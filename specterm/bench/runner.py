@@ -140,8 +140,8 @@ def engine_config(base: EngineConfig, spec: ConfigSpec) -> EngineConfig:
 
 
 def spec_of(method: str, k: int, grammar: bool = False) -> ConfigSpec:
-    """``draft_model+grammar`` is ``draft_model`` with grammar drafting; ``grammar`` (the engine flag
-    ``--grammar-drafting``) turns it on for plain ``draft_model`` too."""
+    """``draft_model+grammar`` is ``draft_model`` with grammar drafting, ``draft_model`` without (vLLM's
+    own drafting, so the two compare) unless ``grammar`` (``--grammar-drafting`` given)."""
     if method.endswith(GRAMMAR_SUFFIX):
         return ConfigSpec(method.removesuffix(GRAMMAR_SUFFIX), k, True)
     return ConfigSpec(method, k, grammar and method == "draft_model")

@@ -221,7 +221,8 @@ def _specs(args: argparse.Namespace, base) -> list:
             raise EngineUnavailable(problem)
     if args.repeats < 1:
         raise ConfigError("bad --repeats: must be >= 1")
-    return plan(methods, ks, grammar=base.grammar_drafting)
+    # plain draft_model is vLLM's drafting unless --grammar-drafting asks (draft_model+grammar compares)
+    return plan(methods, ks, grammar=base.grammar_drafting is True)
 
 
 def bench(args: argparse.Namespace, base, console) -> int:

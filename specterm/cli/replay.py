@@ -274,6 +274,10 @@ def _session_table(f: dict[str, Any]) -> Any:
                              "result contains)" + (f", {withheld} withheld (the model's invented figure replaced "
                                                    "by what failed)" if withheld else ""))
     row("mean acceptance length", _num(s["mean_acceptance_length"]))
+    if s.get("grammar_drafts"):  # grammar drafting: docs/grammar-drafting.md
+        row("grammar drafting", f"{s['grammar_drafts']} of {s['draft_tokens']} draft tokens from the grammar, "
+                                f"{s['grammar_accepted']} accepted; {s['draft_passes']} draft passes "
+                                f"({_num(s['draft_passes'] / s['tokens'] if s['tokens'] else None)} per token)")
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
     lat, ttft = f["step_latency_s"], f["ttft_s"]
     row("step latency (ms)", f"mean {_num(lat['mean'], '.1f', 1e3)}  p50 {_num(lat['p50'], '.1f', 1e3)}  "

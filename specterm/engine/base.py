@@ -56,9 +56,11 @@ class EngineConfig(BaseModel):
     """vLLM's executor for the TP/PP workers; ``None``: vLLM picks (``mp`` on one machine, ``ray``
     inside a Ray placement group). More than one machine: ``ray`` (README "Scale-out")."""
     structured_output_backend: Literal["xgrammar", "guidance", "outlines", "auto"] = "xgrammar"
-    grammar_drafting: bool = False
-    """Draft under the request's grammar (method ``draft_model``, xgrammar): masked drafts, and the
-    grammar's forced runs proposed without draft passes (``engine/grammar_draft.py``)."""
+    grammar_drafting: bool | None = None
+    """Draft under each structured request's grammar: masked drafts, and the grammar's forced runs
+    proposed without draft passes (``engine/grammar_draft.py``). ``None`` (the default): on wherever
+    it applies (method ``draft_model``, one worker, xgrammar); ``True``: required (an error where it
+    cannot run); ``False``: vLLM's plain drafting. Requests without a grammar draft as before."""
     ngram_prompt_lookup_min: int = Field(2, ge=1)
     ngram_prompt_lookup_max: int = Field(5, ge=1)
     # Suffix decoding (method "suffix", the arctic-inference package): vLLM's own knob names and
@@ -76,8 +78,12 @@ class EngineConfig(BaseModel):
 
     @property
     def drafts_with_grammar(self) -> bool:
-        """Grammar drafting applies: asked for, and a draft model drafts (target-only ignores it)."""
-        return self.grammar_drafting and self.method == "draft_model"
+        """Grammar drafting runs: a draft model drafts (target-only ignores the flag) and it was asked
+        for, or left to its default where it applies."""
+        if self.grammar_drafting is False or self.method != "draft_model":
+            return False
+        return bool(self.grammar_drafting) or (
+            self.world_size == 1 and self.structured_output_backend in ("xgrammar", "auto"))
 
     @property
     def world_size(self) -> int:
@@ -136,6 +142,8 @@ class Capabilities(BaseModel):
     backend: str
     sampling_verification_broken: bool = False
     """Temperature > 0 verification is known broken on this backend (vLLM CPU build)."""
+    grammar_drafting: bool = False
+    """Structured requests draft under their grammar (``engine/grammar_draft.py``)."""
 
 
 class SessionClock:

@@ -49,6 +49,8 @@ from typing import Any
 import torch
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
+from specterm.engine.spelling import Key, Spelling
+
 
 @dataclass(slots=True)
 class Proposal:
@@ -58,6 +60,8 @@ class Proposal:
     tokens: list[int] = field(default_factory=list)
     from_grammar: list[bool] = field(default_factory=list)
     passes: int = 0
+    keys: list[Key | None] = field(default_factory=list)
+    """For a grammar draft, the token before it and the forced text ahead (``Spelling`` learns from it)."""
 
 
 @dataclass(slots=True)
@@ -66,6 +70,10 @@ class _Row:
     """A fork of the scheduler's matcher, advanced over this step's output and the drafts so far."""
     forced: list[int] = field(default_factory=list)
     """The next positions' forced tokens (grammar drafts), in order."""
+    keys: list[Key | None] = field(default_factory=list)
+    """``Spelling``'s key of each of ``forced``."""
+    last: int | None = None
+    """The last token the matcher accepted (the forced text's context)."""
     mask: Any = None
     """The grammar's bitmask row for the next position (``None``: every token allowed)."""
 
@@ -75,8 +83,9 @@ class GrammarDraftState:
 
     def __init__(self, scheduler: Any, tokenizer: Any, vocab_size: int) -> None:
         self.scheduler = scheduler
-        self.tokenizer = tokenizer
+        self.spelling = Spelling(tokenizer)
         self.vocab_size = vocab_size
+        self._previous: dict[str, Proposal] = {}
         self.proposals: dict[str, Proposal] = {}
         """The last propose call's drafts per request (read by the scheduler as it schedules them)."""
         self._sampled: dict[str, list[int]] = {}
@@ -94,12 +103,23 @@ class GrammarDraftState:
         import xgrammar as xgr
 
         self._req_ids, self._remaining, self.passes = list(req_ids), k, 0
+        self._learn()
         self._rows = [self._row(rid) for rid in self._req_ids]
         self.proposals = {rid: Proposal() for rid in self._req_ids}
         self._bitmask = xgr.allocate_token_bitmask(1, self.vocab_size)
         for row in self._rows:
             if row is not None:
                 self._plan(row)
+
+    def _learn(self) -> None:
+        """Where the target rejected a grammar draft, remember how it spelt that forced text."""
+        for rid, sampled in self._sampled.items():
+            last = self._previous.get(rid)
+            if last is None:
+                continue
+            a = next((i for i, (d, t) in enumerate(zip(last.tokens, sampled)) if d != t), None)
+            if a is not None and last.from_grammar[a] and (key := last.keys[a]) is not None:
+                self.spelling.learn(key, sampled[a])
 
     def _row(self, req_id: str) -> _Row | None:
         request = self.scheduler.requests.get(req_id)
@@ -116,7 +136,8 @@ class GrammarDraftState:
                 return None
             if not fork.accept_token(token):
                 return None  # a partial prefill's placeholder; vLLM drops its drafts anyway
-        return None if fork.is_terminated() else _Row(fork)
+        sampled = self._sampled.get(req_id)
+        return None if fork.is_terminated() else _Row(fork, last=sampled[-1] if sampled else None)
 
     def _in_reasoning(self, request: Any, so: Any) -> bool:
         manager = self.scheduler.structured_output_manager
@@ -127,15 +148,16 @@ class GrammarDraftState:
     def _plan(self, row: _Row) -> None:
         """The next position's mask, and its forced run if the grammar admits only one."""
         matcher = row.matcher
-        row.forced, row.mask = [], None
+        row.forced, row.keys, row.mask = [], [], None
         if matcher.is_terminated():
             return
         jump = matcher.find_jump_forward_string()
         if jump:
-            ids = self.tokenizer.encode(jump, add_special_tokens=False)
-            # The run's last token may be spelt differently once the next free character is known
-            # (``"`` + ``SELECT`` vs ``"SE`` …): leave it to the masked draft.
-            run = ids[:-1]
+            # Spelt as the target spelt it before, else tokenised on its own (``spelling.py``). The
+            # run's last token may be spelt differently once the next free character is known (``"``
+            # + ``SELECT`` vs ``"SE``); proposing it anyway measured better than leaving it to the
+            # draft (smollm2-agent, extract: MAL 1.81 vs 1.66, draft passes per token 1.86 vs 2.13).
+            run, keys = self.spelling.tokens(jump, row.last, self._remaining)
             n = 0
             for token in run[: self._remaining]:
                 if not matcher.accept_token(token):
@@ -143,14 +165,14 @@ class GrammarDraftState:
                 n += 1
             if n:
                 matcher.rollback(n)
-                row.forced = run[:n]
+                row.forced, row.keys = run[:n], keys[:n]
                 return
         mask = self._bitmask
         if matcher.fill_next_token_bitmask(mask, 0):
             row.mask = mask[0].clone()
             allowed = _allowed_tokens(row.mask, self.vocab_size)
             if len(allowed) == 1:
-                row.forced = allowed
+                row.forced, row.keys = allowed, [None]
 
     def all_forced(self) -> bool:
         """Every request's remaining draft positions come from its forced run (skip the passes)."""
@@ -188,8 +210,10 @@ class GrammarDraftState:
             proposal = self.proposals[rid]
             proposal.tokens.append(token)
             proposal.from_grammar.append(f is not None)
+            proposal.keys.append(row.keys.pop(0) if f is not None and row is not None else None)
             if row is None:
                 continue
+            row.last = token
             if f is not None:
                 row.forced.pop(0)
             # A masked or forced token is always accepted; the end of the grammar ends the masking
@@ -202,7 +226,7 @@ class GrammarDraftState:
     def end(self) -> None:
         for proposal in self.proposals.values():
             proposal.passes = self.passes
-        self._rows, self._sampled = [], {}
+        self._rows, self._sampled, self._previous = [], {}, self.proposals
 
     def take(self) -> dict[str, Proposal]:
         proposals, self.proposals = self.proposals, {}

@@ -168,7 +168,7 @@ def validate_config(c: EngineConfig) -> None:
     check_model_dir(c.target, "target")
     if c.method == "suffix" and (problem := suffix_decoding_problem()):
         raise EngineUnavailable(problem)
-    if c.grammar_drafting and c.method is not None:
+    if c.grammar_drafting is True and c.method is not None:  # asked for: say why it cannot run
         if c.method != "draft_model":
             raise ConfigError(f"--grammar-drafting needs --method draft_model, not {c.method or 'none'}")
         if c.world_size > 1:
@@ -218,8 +218,7 @@ class VllmSpecEngine(SpecEngine):
         from transformers import AutoTokenizer
 
         self._hf_tokenizer = AutoTokenizer.from_pretrained(config.target)
-        if config.drafts_with_grammar:
-            self._install_grammar_drafting()
+        grammar = config.drafts_with_grammar and self._install_grammar_drafting()
         self.renderer = PromptRenderer(self._hf_tokenizer, template_file=config.chat_template,
                                        model=f"the target model ({config.target})")
         model_config = getattr(self._engine, "model_config", None)
@@ -234,20 +233,31 @@ class VllmSpecEngine(SpecEngine):
             backend=f"vllm {vllm_label()}",
             # Only if the CPU sampling fix could not be installed (vllm_patches.register failed).
             sampling_verification_broken=build == "cpu" and config.speculative and not sampling_fixed(),
+            grammar_drafting=grammar,
         )
 
-    def _install_grammar_drafting(self) -> None:
+    def _install_grammar_drafting(self) -> bool:
+        """Install grammar drafting; whether it runs. Asked for (``--grammar-drafting``), a failure is
+        an error; left to its default, vLLM's plain drafting goes on and a warning says why."""
         from specterm.engine.grammar_draft import GrammarDraftState, install
 
-        if self._scheduler is None:
-            raise EngineUnavailable("grammar drafting needs specterm's scheduler (capture.py) in this process")
-        state = GrammarDraftState(self._scheduler, self._hf_tokenizer,
-                                  self._engine.model_config.get_vocab_size())
         try:
+            if self._scheduler is None:
+                raise RuntimeError("specterm's scheduler (capture.py) is not in this process")
+            state = GrammarDraftState(self._scheduler, self._hf_tokenizer,
+                                      self._engine.model_config.get_vocab_size())
             self._engine.collective_rpc(install, args=(state,))
         except Exception as err:  # one line: which part of vLLM's layout it did not find
-            raise EngineUnavailable(f"grammar drafting could not be installed: {_one_line(err)}") from err
+            message = f"grammar drafting could not be installed: {_one_line(err)}"
+            if self.config.grammar_drafting:
+                self.close()
+                raise EngineUnavailable(message) from err
+            import logging
+
+            logging.getLogger(__name__).warning("%s; drafting without the grammar", message)
+            return False
         self._scheduler.grammar_drafts = state
+        return True
 
     def _validate(self) -> None:
         validate_config(self.config)
