@@ -34,9 +34,10 @@ class SpecStats:
     accepted: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
     draft_passes: int = 0
-    """Draft forward passes: one per proposed slot, grammar-invalidated ones included (the draft
-    model ran for them), or what grammar drafting reports it ran (``SpecStep.draft_passes``); a
-    method without a draft model (ngram, suffix) streams no weights for them."""
+    """Draft-model forward passes as the engine ran them (``SpecStep.draft_passes``: k per step for
+    vLLM's proposer, fewer with grammar drafting); a session recorded without them counts one per
+    draft slot, grammar-invalidated ones included. A method without a draft model (ngram, suffix)
+    streams no weights for them."""
     grammar_drafts: int = 0
     """Draft slots the grammar proposed rather than the draft model (grammar drafting)."""
     grammar_accepted: int = 0
@@ -142,7 +143,7 @@ class WeightTraffic:
     """Weight bytes read per emitted token, speculative and as target-only would read them.
 
     Every engine step is one target pass (verification, or the prefill), reading the target's
-    weights once (``models/weights.py``); every draft slot is one draft pass. Target-only reads the
+    weights once (``models/weights.py``); each draft pass (``SpecStats.draft_passes``) the draft's. Target-only reads the
     target once per token. One request's stream, as the in-process engine runs it: requests batched
     together share their passes, so under load each reads less than this (``specterm attach``)."""
 

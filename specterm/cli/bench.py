@@ -283,37 +283,36 @@ def bench(args: argparse.Namespace, base, console) -> int:
 
 
 def _recommend(per_workload: dict, base, console):
-    from rich.text import Text
-
     from specterm.bench import recommend
-    from specterm.paths import config_file
 
     rec = recommend.choose(per_workload, base)
-    path = config_file()
-    recommend.write(path, rec)
-    over = ", ".join(per_workload)
     why = (f"{rec.speedup:.2f}× decode speed-up over target-only" if rec.method != recommend.NO_SPECULATION
            else "no speculative configuration beat target-only")
-    console.print(Text.assemble(("recommendation: ", "bold"), (rec.label, "bold green"),
-                                f" ({why}; workloads {over}) → written to {path}"))
-    return rec
+    return _write_recommendation(rec, console, "recommendation: ", rec.label,
+                                 f" ({why}; workloads {', '.join(per_workload)})")
 
 
 def _recommend_load(results, base, console):
-    from rich.text import Text
-
-    from specterm.bench import recommend
     from specterm.bench.load import recommend_per_load
-    from specterm.paths import config_file
 
     rec = recommend_per_load(results, base)
-    path = config_file()
-    recommend.write(path, rec)
     per = ", ".join(f"{lv}: {label}" for lv, label in (rec.per_load or {}).items())
     off = (f"; speculation off from {rec.speculation_off_from} in flight" if rec.speculation_off_from
            else "; speculation pays at every level measured")
-    console.print(Text.assemble(("recommendation per load: ", "bold"), per, off,
-                                f" → {rec.label} (measured at concurrency {rec.concurrency}) written to {path}"))
+    return _write_recommendation(rec, console, "recommendation per load: ", per,
+                                 f"{off}; {rec.label} (measured at concurrency {rec.concurrency})")
+
+
+def _write_recommendation(rec, console, title: str, headline: str, detail: str):
+    """Write ``rec`` into the config file and say so in one line (both bench modes)."""
+    from rich.text import Text
+
+    from specterm.bench import recommend
+    from specterm.paths import config_file
+
+    path = config_file()
+    recommend.write(path, rec)
+    console.print(Text.assemble((title, "bold"), (headline, "bold green"), f"{detail} → written to {path}"))
     return rec
 
 

@@ -5,18 +5,18 @@ the grammar leaves no choice about is proposed without running the draft model.
 vLLM's ``draft_model`` proposer runs k of them per step: a *first pass* over the tokens the target
 just verified (it also writes the draft's KV cache for them; it cannot be skipped), then k - 1 passes
 of one token each. A *forced run* is the continuation the grammar admits alone at a draft position:
-xgrammar's jump-forward string, tokenised by the target's tokenizer, or the single token a bitmask
-row allows. *Grammar drafts* are draft slots filled from a forced run rather than from the draft's
-logits.
+xgrammar's jump-forward string, spelt in tokens as the target spells it (``spelling.py``). *Grammar
+drafts* are draft slots filled from a forced run rather than from the draft's logits.
 
 **What changes** (vLLM 0.32.0 internals, pinned; ``tests/test_engine_grammar_draft.py`` runs them on
 the real engine):
 
 * ``DraftModelProposer._sample_draft_tokens`` (called once per draft position with the batch's
-  hidden states): the draft's logits are masked by the grammar before its argmax (or, with vLLM's
-  probabilistic draft sampling, before the softmax, so the draft probabilities the rejection sampler
-  reads are the masked, renormalised ones); a row with a forced run takes its next forced token and
-  a one-hot probability. The grammar state per request is a ``fork()`` of the scheduler's own
+  hidden states): the draft's argmax under the grammar's mask (the argmax itself whenever the
+  grammar allows it, checked with one ``accept_token``; the bitmask only when it does not: that is
+  most of this module's cost on a tiny pair). With vLLM's probabilistic draft sampling the mask is
+  applied before the softmax, so the draft probabilities the rejection sampler reads are the masked,
+  renormalised ones. A row with a forced run takes its next forced token (and a one-hot probability). The grammar state per request is a ``fork()`` of the scheduler's own
   xgrammar matcher (``Request.structured_output_request.grammar.matcher``), advanced over the tokens
   the target emitted this step and then over each proposed draft; the scheduler's matcher is never
   touched.
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import xgrammar as xgr
 from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
 from specterm.engine.spelling import Key, Spelling
@@ -74,8 +75,6 @@ class _Row:
     """``Spelling``'s key of each of ``forced``."""
     last: int | None = None
     """The last token the matcher accepted (the forced text's context)."""
-    mask: Any = None
-    """The grammar's bitmask row for the next position (``None``: every token allowed)."""
 
 
 class GrammarDraftState:
@@ -93,6 +92,8 @@ class GrammarDraftState:
         self._req_ids: list[str] = []
         self._remaining = 0
         self.passes = 0
+        """Draft-model passes run by the current (or last) propose call, for the whole batch."""
+        self._bitmask = xgr.allocate_token_bitmask(1, vocab_size)
 
     # -- per step --------------------------------------------------------------------------------
     def note_sampled(self, sampled: Any, req_ids: list[str]) -> None:
@@ -100,13 +101,10 @@ class GrammarDraftState:
         self._sampled = {rid: [t for t in row if t >= 0] for rid, row in zip(req_ids, rows)}
 
     def begin(self, req_ids: list[str], k: int) -> None:
-        import xgrammar as xgr
-
         self._req_ids, self._remaining, self.passes = list(req_ids), k, 0
         self._learn()
         self._rows = [self._row(rid) for rid in self._req_ids]
         self.proposals = {rid: Proposal() for rid in self._req_ids}
-        self._bitmask = xgr.allocate_token_bitmask(1, self.vocab_size)
         for row in self._rows:
             if row is not None:
                 self._plan(row)
@@ -146,65 +144,76 @@ class GrammarDraftState:
         return manager._get_reasoner(request) is not None
 
     def _plan(self, row: _Row) -> None:
-        """The next position's mask, and its forced run if the grammar admits only one."""
+        """The next position's forced run, if the grammar admits only one continuation there."""
         matcher = row.matcher
-        row.forced, row.keys, row.mask = [], [], None
+        row.forced, row.keys = [], []
         if matcher.is_terminated():
             return
         jump = matcher.find_jump_forward_string()
-        if jump:
-            # Spelt as the target spelt it before, else tokenised on its own (``spelling.py``). The
-            # run's last token may be spelt differently once the next free character is known (``"``
-            # + ``SELECT`` vs ``"SE``); proposing it anyway measured better than leaving it to the
-            # draft (smollm2-agent, extract: MAL 1.81 vs 1.66, draft passes per token 1.86 vs 2.13).
-            run, keys = self.spelling.tokens(jump, row.last, self._remaining)
-            n = 0
-            for token in run[: self._remaining]:
-                if not matcher.accept_token(token):
-                    break
-                n += 1
-            if n:
-                matcher.rollback(n)
-                row.forced, row.keys = run[:n], keys[:n]
-                return
-        mask = self._bitmask
-        if matcher.fill_next_token_bitmask(mask, 0):
-            row.mask = mask[0].clone()
-            allowed = _allowed_tokens(row.mask, self.vocab_size)
-            if len(allowed) == 1:
-                row.forced, row.keys = allowed, [None]
+        if not jump:
+            return
+        # Spelt as the target spelt it before, else tokenised on its own (``spelling.py``). The run's
+        # last token may be spelt differently once the next free character is known (``"`` +
+        # ``SELECT`` vs ``"SE``); proposing it anyway measured better than leaving it to the draft
+        # (smollm2-agent, extract: MAL 1.81 vs 1.66, draft passes per token 1.86 vs 2.13).
+        run, keys = self.spelling.tokens(jump, row.last, self._remaining)
+        n = 0
+        for token in run:  # a tokenizer may spell it with tokens the grammar refuses (a prefix space)
+            if not matcher.accept_token(token):
+                break
+            n += 1
+        if n:
+            matcher.rollback(n)
+            row.forced, row.keys = run[:n], keys[:n]
 
     def all_forced(self) -> bool:
         """Every request's remaining draft positions come from its forced run (skip the passes)."""
         return bool(self._rows) and all(r is not None and len(r.forced) >= self._remaining for r in self._rows)
 
     def choose(self, logits_fn, n: int, probabilistic: bool, sample_fn) -> tuple[torch.Tensor, Any]:
-        """One draft position for the batch's ``n`` rows: masked or forced tokens (and probabilities
-        when vLLM samples drafts probabilistically)."""
+        """One draft position for the batch's ``n`` rows: forced tokens, or the draft's choice under
+        the grammar (and probabilities when vLLM samples drafts probabilistically)."""
         rows = self._rows[:n] + [None] * max(0, n - len(self._rows))
         forced = [r.forced[0] if r is not None and r.forced else None for r in rows]
+        taken = [False] * n
+        """Rows whose token the matcher already accepted (while checking it)."""
         probs = None
         if all(f is not None for f in forced) and not probabilistic:
             tokens = torch.tensor(forced, dtype=torch.int64)
-        else:
+        elif probabilistic:  # the whole masked distribution is needed: mask every free row first
             logits = logits_fn()
             for i, r in enumerate(rows):
-                if r is not None and forced[i] is None and r.mask is not None:
-                    _apply_mask(logits[i], r.mask, self.vocab_size)
-            if probabilistic:
-                tokens, probs = sample_fn(logits)
-            else:
-                tokens = logits.argmax(dim=-1)
-            for i, f in enumerate(forced):
-                if f is not None:
-                    tokens[i] = f
-                    if probs is not None:
-                        probs[i].zero_()
-                        probs[i, f] = 1.0
-        self._advance(tokens.tolist(), forced)
+                if r is not None and forced[i] is None:
+                    self._mask(r, logits[i])
+            tokens, probs = sample_fn(logits)
+        else:
+            logits = logits_fn()
+            tokens = logits.argmax(dim=-1)
+            for i, r in enumerate(rows):
+                if r is None or forced[i] is not None:
+                    continue
+                # The masked argmax is the argmax whenever the grammar allows it: check that first
+                # (one accept) and build the mask only when it does not (most positions skip it).
+                if r.matcher.accept_token(int(tokens[i])):
+                    taken[i] = True
+                else:
+                    self._mask(r, logits[i])
+                    tokens[i] = logits[i].argmax()
+        for i, f in enumerate(forced):
+            if f is not None:
+                tokens[i] = f
+                if probs is not None:
+                    probs[i].zero_()
+                    probs[i, f] = 1.0
+        self._advance(tokens.tolist(), forced, taken)
         return tokens, probs
 
-    def _advance(self, chosen: list[int], forced: list[int | None]) -> None:
+    def _mask(self, row: _Row, logits_row: torch.Tensor) -> None:
+        """Forbid in ``logits_row`` what the grammar forbids at the row's next position."""
+        if row.matcher.fill_next_token_bitmask(self._bitmask, 0):
+            _apply_mask(logits_row, self._bitmask[0], self.vocab_size)
+
+    def _advance(self, chosen: list[int], forced: list[int | None], taken: list[bool]) -> None:
         self._remaining -= 1
         for i, (rid, row, token, f) in enumerate(zip(self._req_ids, self._rows, chosen, forced)):
             proposal = self.proposals[rid]
@@ -218,7 +227,7 @@ class GrammarDraftState:
                 row.forced.pop(0)
             # A masked or forced token is always accepted; the end of the grammar ends the masking
             # (vLLM drops drafts past it anyway).
-            if not row.matcher.accept_token(token) or row.matcher.is_terminated():
+            if not (taken[i] or row.matcher.accept_token(token)) or row.matcher.is_terminated():
                 self._rows[i] = None
             elif not row.forced and self._remaining > 0:
                 self._plan(row)
@@ -233,17 +242,7 @@ class GrammarDraftState:
         return proposals
 
 
-def _allowed_tokens(mask: torch.Tensor, vocab_size: int) -> list[int]:
-    bits = mask.view(torch.int32).numpy().view("uint32")
-    import numpy as np
-
-    allowed = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
-    return [int(t) for t in allowed[allowed < vocab_size][:2]]
-
-
 def _apply_mask(logits_row: torch.Tensor, mask: torch.Tensor, vocab_size: int) -> None:
-    import xgrammar as xgr
-
     xgr.apply_token_bitmask_inplace(logits_row.unsqueeze(0), mask.unsqueeze(0).to(logits_row.device),
                                     vocab_size=min(vocab_size, logits_row.shape[-1]))
     if logits_row.shape[-1] > vocab_size:  # vLLM pads the vocabulary; padding is never a token

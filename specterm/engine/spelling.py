@@ -26,6 +26,7 @@ class Spelling:
         self._tokenizer = tokenizer
         self._learned: dict[Key, int] = {}
         self._pieces: dict[int, str] = {}
+        self._encoded: dict[str, list[int]] = {}
 
     def piece(self, token: int) -> str:
         text = self._pieces.get(token)
@@ -44,7 +45,7 @@ class Spelling:
             ids: list[int] = []
             token = self._learned.get((before, rest))
             if token is None:  # not learned here: the first token of the rest tokenised on its own
-                ids = self._tokenizer.encode(rest, add_special_tokens=False)
+                ids = self._encode(rest)
                 if not ids:
                     break
                 token = ids[0]
@@ -58,6 +59,15 @@ class Spelling:
                 break
             rest, before = rest[len(piece):], token
         return out, keys
+
+    def _encode(self, text: str) -> list[int]:
+        """``text`` tokenised on its own (cached: a schema's forced texts recur in every request)."""
+        ids = self._encoded.get(text)
+        if ids is None:
+            ids = self._tokenizer.encode(text, add_special_tokens=False)
+            if len(self._encoded) < LIMIT:
+                self._encoded[text] = ids
+        return ids
 
     def learn(self, key: Key, token: int) -> None:
         """The target emitted ``token`` where ``key``'s text was forced (another spelling proposed)."""
