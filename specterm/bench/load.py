@@ -151,8 +151,8 @@ def recommend_per_load(results: Sequence[LevelResult], base: EngineConfig):
         measured=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
     if first is None:
         return Recommendation(method=NO_SPECULATION, k=0, speedup=1.0, draft=None, **common)
-    if method == "draft_model":  # measured plain (draft_model+grammar is split by Recommendation)
-        common["grammar_drafting"] = False
+    if method == "draft_model" and any("+grammar" in r.config for r in results):
+        common["grammar_drafting"] = False  # plain beat grammar drafting (its label is split by Recommendation)
     return Recommendation(method=method, k=int(k), speedup=round(first.ratio or 1.0, 3),
                           draft=base.draft if method.startswith("draft_model") else None, **common)
 

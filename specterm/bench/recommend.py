@@ -118,7 +118,8 @@ def choose(per_workload: Mapping[str, Sequence[ConfigResult]], base: EngineConfi
     win = by_label[best]
     if win.method != "draft_model":
         common["draft"] = None
-    if win.method == "draft_model":
+    compared = any(r.grammar for results in per_workload.values() for r in results)
+    if win.method == "draft_model" and compared:  # only a comparison decides grammar drafting
         common["grammar_drafting"] = win.grammar
     return Recommendation(method=win.method or NO_SPECULATION, k=win.k, speedup=round(complete[best], 3), **common)
 
