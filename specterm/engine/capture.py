@@ -30,6 +30,15 @@ work (the rows are vLLM's own, computed anyway); it works for every backend that
 bitmask (xgrammar, guidance, outlines). Rows vLLM leaves unconstrained (a terminated grammar, after a
 ``-1`` draft placeholder, reasoning sections) are full masks, so they never count as forced.
 
+**Draft passes and dropped drafts.** vLLM's draft-model proposer runs k draft passes in every step
+for every running request, whatever becomes of the drafts, so a step's record carries k
+(``passes_per_step``), or what grammar drafting ran (``grammar_draft.py``, whose proposals
+``schedule`` matches to the step that verifies them). With synchronous scheduling (the CPU build
+always) vLLM hands the drafts to ``update_draft_token_ids``, which keeps their longest grammar-valid
+prefix and drops the rest before it is scheduled: ``num_invalid_spec_tokens`` stays empty and vLLM's
+counters never see them. The override counts them (``StepRecord.dropped``); drafts past the
+grammar's end are not counted (the request stops there).
+
 This is internal vLLM API (pinned: vllm 0.32.0); ``tests/test_engine_*`` exercise it on the real
 engine so an upgrade that moves it fails loudly.
 """

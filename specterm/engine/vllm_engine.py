@@ -152,12 +152,19 @@ def _engine_args(config: EngineConfig):
             spec |= {name: getattr(config, name) for name in SUFFIX_KNOBS}
         kwargs["speculative_config"] = spec
         kwargs["per_request_spec_decode_metrics"] = "detailed"  # refused without speculation
-        if config.drafts_with_grammar and build != "cpu":
+        if grammar_drafting_on(config, build) and build != "cpu":
             # The proposals are matched to the step that verifies them in schedule order (capture.py);
             # the CPU build never schedules asynchronously, CUDA may.
             kwargs["async_scheduling"] = False
     kwargs.update(config.extra_engine_args)
     return EngineArgs(**kwargs)
+
+
+def grammar_drafting_on(config: EngineConfig, build: str | None) -> bool:
+    """Whether this engine drafts under the grammar. Left to its default it runs where vLLM schedules
+    synchronously anyway (the CPU build); on CUDA it would turn vLLM's asynchronous scheduling off,
+    which is not measured here, so there it runs only when asked for (``--grammar-drafting``)."""
+    return config.drafts_with_grammar and (config.grammar_drafting is True or build == "cpu")
 
 
 def validate_config(c: EngineConfig) -> None:
@@ -218,7 +225,7 @@ class VllmSpecEngine(SpecEngine):
         from transformers import AutoTokenizer
 
         self._hf_tokenizer = AutoTokenizer.from_pretrained(config.target)
-        grammar = config.drafts_with_grammar and self._install_grammar_drafting()
+        grammar = grammar_drafting_on(config, build) and self._install_grammar_drafting()
         self.renderer = PromptRenderer(self._hf_tokenizer, template_file=config.chat_template,
                                        model=f"the target model ({config.target})")
         model_config = getattr(self._engine, "model_config", None)
