@@ -90,3 +90,20 @@ def test_draft_passes_are_counted_as_run_and_estimated_only_for_old_sessions():
     # the new fields stay out of a recording when unset (older readers, smaller files)
     assert "grammar" not in _step(4, 2).tokens[0].model_dump_json()
     assert "draft_passes" not in _step(4, 2).model_dump_json()
+
+
+@pytest.mark.parametrize("width", [24, 60])
+def test_the_acceptance_panel_shows_draft_passes_once_the_grammar_drafted(width):
+    from rich.style import Style
+
+    from specterm.ui.state import ViewState
+    from specterm.ui.widgets.acceptance_panel import AcceptancePanel
+
+    state = ViewState()
+    panel = AcceptancePanel(state)
+    styles = {name: Style() for name in ("meta", "body", "title")}
+    state.add(_step(4, 2, passes=4))
+    assert "pass" not in panel.body(styles, width).plain  # plain drafting: nothing new
+    state.add(_step(4, 3, passes=1, grammar_drafts=3))
+    text = panel.body(styles, width).plain
+    assert "pass" in text and "0.62" in text  # 5 passes over 8 tokens in the session

@@ -90,7 +90,8 @@ class AcceptancePanel(Panel):
     def _compact(
         out: Text, request: SpecStats, session: SpecStats, step_accept: list[float], styles: dict[str, Style], width: int
     ) -> Text:
-        """Six rows for the narrow layout (80x24): the same numbers, per-position as a sparkline."""
+        """Six rows for the narrow layout (80x24), seven with grammar drafting's passes per token: the
+        same numbers, per-position as a sparkline."""
         out.append(f"{'':5}{'req':>7}{'sess':>7}\n", styles["meta"])
         for label, a, b in (
             ("rate", fmt_opt(request.acceptance_rate), fmt_opt(session.acceptance_rate)),
@@ -99,6 +100,10 @@ class AcceptancePanel(Panel):
         ):
             out.append(f"{label:<5}", styles["meta"])
             out.append(f"{a:>7}{b:>7}\n", styles["body"])
+        if session.grammar_drafts:  # grammar drafting: draft passes per token
+            out.append(f"{'pass':<5}", styles["meta"])
+            out.append(f"{fmt_opt(request.draft_passes_per_token):>7}{fmt_opt(session.draft_passes_per_token):>7}\n",
+                       styles["body"])
         out.append("pos  ", styles["meta"])
         out.append(sparkline(session.per_position, width - 5, lo=0.0, hi=1.0) + "\n", styles["title"])
         out.append("step ", styles["meta"])
