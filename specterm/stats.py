@@ -115,6 +115,11 @@ class SpecStats:
         return self.draft_passes / self.tokens if self.tokens else None
 
     @property
+    def grammar_draft_share(self) -> float | None:
+        """Of the draft tokens verified, the share the grammar proposed (grammar drafting)."""
+        return self.grammar_drafts / self.draft_tokens if self.draft_tokens else None
+
+    @property
     def per_position(self) -> list[float]:
         return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
 

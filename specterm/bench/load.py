@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specterm.bench.runner import TARGET_ONLY, ConfigSpec, engine_config
+from specterm.bench.runner import GRAMMAR_SUFFIX, TARGET_ONLY, ConfigSpec, engine_config
 from specterm.engine.base import EngineConfig, GenerationParams, SpecEngine
 from specterm.engine.chat import Prompt
 from specterm.errors import ConfigError
@@ -151,7 +151,7 @@ def recommend_per_load(results: Sequence[LevelResult], base: EngineConfig):
         measured=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
     if first is None:
         return Recommendation(method=NO_SPECULATION, k=0, speedup=1.0, draft=None, **common)
-    if method == "draft_model" and any("+grammar" in r.config for r in results):
+    if method == "draft_model" and any(GRAMMAR_SUFFIX in r.config for r in results):
         common["grammar_drafting"] = False  # plain beat grammar drafting (its label is split by Recommendation)
     return Recommendation(method=method, k=int(k), speedup=round(first.ratio or 1.0, 3),
                           draft=base.draft if method.startswith("draft_model") else None, **common)

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, model_validator
 
 from specterm.bench.results import ConfigResult
+from specterm.bench.runner import GRAMMAR_SUFFIX
 from specterm.engine.base import EngineConfig
 from specterm.errors import ConfigError
 
@@ -67,15 +68,15 @@ class Recommendation(BaseModel):
     @classmethod
     def _split_grammar(cls, data: Any) -> Any:
         """A bench label's ``draft_model+grammar`` is method ``draft_model`` with grammar drafting."""
-        if isinstance(data, dict) and str(data.get("method", "")).endswith("+grammar"):
-            data = {**data, "method": data["method"].removesuffix("+grammar"), "grammar_drafting": True}
+        if isinstance(data, dict) and str(data.get("method", "")).endswith(GRAMMAR_SUFFIX):
+            data = {**data, "method": data["method"].removesuffix(GRAMMAR_SUFFIX), "grammar_drafting": True}
         return data
 
     @property
     def label(self) -> str:
         if self.method == NO_SPECULATION:
             return "no speculation"
-        return f"{self.method}{'+grammar' if self.grammar_drafting else ''} k={self.k}"
+        return f"{self.method}{GRAMMAR_SUFFIX if self.grammar_drafting else ''} k={self.k}"
 
     def matches(self, config: EngineConfig) -> bool:
         """Measured on this engine's pair, method and k (a different k or pair expects something else)."""

@@ -157,16 +157,13 @@ def speedup_plot(results: Sequence[ConfigResult], *, height: int = 12, col: int 
         return Text("no speculative results to plot")
     ks = sorted({r.k for r in points})
     marks = []
-    def name(r: ConfigResult) -> str:
-        return f"{r.method}+grammar" if r.grammar else str(r.method)
-
     offset = {"draft_model": -1, "draft_model+grammar": 0}  # side by side on one k
     for r in points:
-        x = ks.index(r.k) * col + col // 2 + offset.get(name(r), 1)
+        x = ks.index(r.k) * col + col // 2 + offset.get(r.name, 1)
         if r.theory is not None and not r.grammar:  # the theory assumes k draft passes a step
             marks.append((x, r.theory, THEORY_MARK))
-        marks.append((x, r.speedup.median, MARKS.get(name(r), ("?", "bold"))))
-    legend = [(f"{m} {n}", s) for n, (m, s) in MARKS.items() if any(name(r) == n for r in points)]
+        marks.append((x, r.speedup.median, MARKS.get(r.name, ("?", "bold"))))
+    legend = [(f"{m} {n}", s) for n, (m, s) in MARKS.items() if any(r.name == n for r in points)]
     return ratio_grid(marks, ks, axis="k", height=height, col=col,
                       legend=[*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")])
 

@@ -88,6 +88,11 @@ class ConfigResult:
     """Of the draft tokens verified, the share the grammar proposed (grammar drafting only)."""
 
     @property
+    def name(self) -> str | None:
+        """The method as bench names it (``draft_model+grammar``), as ``ConfigSpec.name``."""
+        return ConfigSpec(self.method, self.k, self.grammar).name
+
+    @property
     def later_ttft_share(self) -> float | None:
         """Median TTFT of steps 2+ ÷ step 1's: what a step that resends its prefix still pays for it."""
         if len(self.ttft_by_step) < 2 or not self.ttft_by_step[0]:
@@ -242,10 +247,10 @@ def aggregate(records: Sequence[RequestRecord], specs: Sequence[ConfigSpec]) -> 
         res.acceptance_rate, res.mean_acceptance_length = stats.acceptance_rate, stats.mean_acceptance_length
         res.per_position = stats.per_position
         res.grammar = spec.grammar
-        if spec.method not in MODEL_FREE and stats.tokens:
-            res.draft_passes_per_token = stats.draft_passes / stats.tokens
-        if spec.grammar and stats.draft_tokens:
-            res.grammar_draft_share = stats.grammar_drafts / stats.draft_tokens
+        if spec.method not in MODEL_FREE:
+            res.draft_passes_per_token = stats.draft_passes_per_token
+        if spec.grammar:
+            res.grammar_draft_share = stats.grammar_draft_share
         res.speedup = Spread.of(speedups)
         res.c_inline = statistics.median(inline) if inline else None
         res.c = 0.0 if spec.method in MODEL_FREE else (c_draft.median if c_draft else None)

@@ -45,7 +45,7 @@ class ConfigSpec:
 
     @property
     def name(self) -> str | None:
-        return f"{self.method}+grammar" if self.grammar else self.method
+        return f"{self.method}{GRAMMAR_SUFFIX}" if self.grammar else self.method
 
     @property
     def label(self) -> str:

@@ -79,11 +79,17 @@ class EngineConfig(BaseModel):
     @property
     def drafts_with_grammar(self) -> bool:
         """Grammar drafting runs: a draft model drafts (target-only ignores the flag) and it was asked
-        for, or left to its default where it applies."""
+        for, or left to its default where it applies. The default runs where vLLM schedules
+        synchronously anyway (its CPU build); on CUDA it would turn vLLM's asynchronous scheduling off,
+        which is not measured here, so there it runs only when asked for (``--grammar-drafting``)."""
         if self.grammar_drafting is False or self.method != "draft_model":
             return False
-        return bool(self.grammar_drafting) or (
-            self.world_size == 1 and self.structured_output_backend in ("xgrammar", "auto"))
+        if self.grammar_drafting:
+            return True
+        from specterm.engine.installs import vllm_build
+
+        return (self.world_size == 1 and self.structured_output_backend in ("xgrammar", "auto")
+                and vllm_build() == "cpu")
 
     @property
     def world_size(self) -> int:

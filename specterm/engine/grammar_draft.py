@@ -128,13 +128,12 @@ class GrammarDraftState:
         matcher = getattr(grammar, "matcher", None)
         if matcher is None or grammar.is_terminated() or self._in_reasoning(request, so):
             return None
-        fork = matcher.fork()
-        for token in self._sampled.get(req_id, ()):
+        fork, sampled = matcher.fork(), self._sampled.get(req_id, [])
+        for token in sampled:
             if fork.is_terminated():
                 return None
             if not fork.accept_token(token):
                 return None  # a partial prefill's placeholder; vLLM drops its drafts anyway
-        sampled = self._sampled.get(req_id)
         return None if fork.is_terminated() else _Row(fork, last=sampled[-1] if sampled else None)
 
     def _in_reasoning(self, request: Any, so: Any) -> bool:

@@ -152,7 +152,7 @@ def _engine_args(config: EngineConfig):
             spec |= {name: getattr(config, name) for name in SUFFIX_KNOBS}
         kwargs["speculative_config"] = spec
         kwargs["per_request_spec_decode_metrics"] = "detailed"  # refused without speculation
-        if grammar_drafting_on(config, build) and build != "cpu":
+        if config.drafts_with_grammar and build != "cpu":
             # The proposals are matched to the step that verifies them in schedule order (capture.py);
             # the CPU build never schedules asynchronously, CUDA may.
             kwargs["async_scheduling"] = False
@@ -160,24 +160,18 @@ def _engine_args(config: EngineConfig):
     return EngineArgs(**kwargs)
 
 
-def grammar_drafting_on(config: EngineConfig, build: str | None) -> bool:
-    """Whether this engine drafts under the grammar. Left to its default it runs where vLLM schedules
-    synchronously anyway (the CPU build); on CUDA it would turn vLLM's asynchronous scheduling off,
-    which is not measured here, so there it runs only when asked for (``--grammar-drafting``)."""
-    return config.drafts_with_grammar and (config.grammar_drafting is True or build == "cpu")
-
-
 def validate_config(c: EngineConfig) -> None:
     """One line for a missing or non-model path, a draft with another tokenizer, or a parallel
     layout vLLM 0.32.0 cannot run, before loading."""
-    check_pipeline_parallel(c.pipeline_parallel_size, c.speculative, vllm_build())
-    check_executor(c.distributed_executor_backend, vllm_build())
+    build = vllm_build()
+    check_pipeline_parallel(c.pipeline_parallel_size, c.speculative, build)
+    check_executor(c.distributed_executor_backend, build)
     check_model_dir(c.target, "target")
     if c.method == "suffix" and (problem := suffix_decoding_problem()):
         raise EngineUnavailable(problem)
     if c.grammar_drafting is True and c.method is not None:  # asked for: say why it cannot run
         if c.method != "draft_model":
-            raise ConfigError(f"--grammar-drafting needs --method draft_model, not {c.method or 'none'}")
+            raise ConfigError(f"--grammar-drafting needs --method draft_model, not {c.method}")
         if c.world_size > 1:
             raise ConfigError("--grammar-drafting needs one worker (the grammar lives in the engine's "
                               "process): drop --tensor-parallel-size / --pipeline-parallel-size")
@@ -225,7 +219,7 @@ class VllmSpecEngine(SpecEngine):
         from transformers import AutoTokenizer
 
         self._hf_tokenizer = AutoTokenizer.from_pretrained(config.target)
-        grammar = grammar_drafting_on(config, build) and self._install_grammar_drafting()
+        grammar = config.drafts_with_grammar and self._install_grammar_drafting()
         self.renderer = PromptRenderer(self._hf_tokenizer, template_file=config.chat_template,
                                        model=f"the target model ({config.target})")
         model_config = getattr(self._engine, "model_config", None)

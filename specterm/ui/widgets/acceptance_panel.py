@@ -65,9 +65,8 @@ class AcceptancePanel(Panel):
             out.append(f"{'passes/t':<9}", styles["meta"])
             out.append(f"{fmt_opt(request.draft_passes_per_token):>8} {fmt_opt(session.draft_passes_per_token):>8}\n",
                        styles["body"])
-            share = session.grammar_drafts / session.draft_tokens if session.draft_tokens else None
             out.append(f"{'grammar':<9}", styles["meta"])
-            out.append(f"{'':>8} {fmt_opt(share, '.0%'):>8}\n", styles["body"])
+            out.append(f"{'':>8} {fmt_opt(session.grammar_draft_share, '.0%'):>8}\n", styles["body"])
         per_pos = session.per_position
         if per_pos:
             out.append("per position (session)\n", styles["meta"])
