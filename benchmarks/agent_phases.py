@@ -38,8 +38,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PHASES = ("retrieve", "prompt", "grammar", "mask", "tgt prefill", "draft prefill", "tgt decode", "draft",
-          "other", "tool")
+PHASES = (
+    "retrieve",
+    "prompt",
+    "grammar",
+    "mask",
+    "tgt prefill",
+    "draft prefill",
+    "tgt decode",
+    "draft",
+    "other",
+    "tool",
+)
 
 
 class Clock:
@@ -167,15 +177,22 @@ def print_tables(results: dict[str, dict[int, dict[str, float]]]) -> None:
         for s in steps:
             table.add_column(f"step {s}", justify="right")
         table.add_column("all", justify="right", style="bold")
-        total = {p: sum(rows.get(s, {}).get(p, 0.0) for s in steps)
-                 for p in (*PHASES, "ttft", "prompt tokens", "cached tokens", "requests")}
+        total = {
+            p: sum(rows.get(s, {}).get(p, 0.0) for s in steps)
+            for p in (*PHASES, "ttft", "prompt tokens", "cached tokens", "requests")
+        }
         cols = [rows.get(s, {}) for s in steps] + [total]
         for p in PHASES:
             table.add_row(p, *(f"{c.get(p, 0.0):.2f}" for c in cols))
         table.add_row("sum", *(f"{sum(c.get(p, 0.0) for p in PHASES):.2f}" for c in cols), end_section=True)
         table.add_row("ttft", *(f"{c.get('ttft', 0.0):.2f}" for c in cols))
-        table.add_row("prompt cached", *(f"{c.get('cached tokens', 0.0) / c['prompt tokens']:.0%}"
-                                         if c.get("prompt tokens") else "–" for c in cols))
+        table.add_row(
+            "prompt cached",
+            *(
+                f"{c.get('cached tokens', 0.0) / c['prompt tokens']:.0%}" if c.get("prompt tokens") else "–"
+                for c in cols
+            ),
+        )
         table.add_row("requests", *(f"{c.get('requests', 0.0):.0f}" for c in cols))
         console.print(table)
         mean = {s: rows[s]["ttft"] / rows[s]["requests"] for s in steps if rows.get(s, {}).get("requests")}
@@ -195,8 +212,9 @@ def print_tables(results: dict[str, dict[int, dict[str, float]]]) -> None:
         for p in (*PHASES, "ttft", "turn wall"):
             sa = sum(r.get(p, 0.0) for r in ra.values())
             sb = sum(r.get(p, 0.0) for r in rb.values())
-            table.add_row(p, f"{sa:.2f}", f"{sb:.2f}", f"{sb / sa:.2f}" if sa else "–",
-                          f"{sa / wall_a:.0%}" if wall_a else "–")
+            table.add_row(
+                p, f"{sa:.2f}", f"{sb:.2f}", f"{sb / sa:.2f}" if sa else "–", f"{sa / wall_a:.0%}" if wall_a else "–"
+            )
         console.print(table)
 
 
@@ -208,8 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agent", default="sql_analyst")
     p.add_argument("--question", action="append", help="a user request (repeatable; default: the agent workload's)")
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--block-size", type=int, help="vLLM KV-cache block size (prefix-cache granularity; "
-                   "specterm's CPU default 32, vLLM's own 128)")
+    p.add_argument(
+        "--block-size",
+        type=int,
+        help="vLLM KV-cache block size (prefix-cache granularity; specterm's CPU default 32, vLLM's own 128)",
+    )
     args = p.parse_args(argv)
 
     from specterm.agent import load_agent
@@ -220,17 +241,20 @@ def main(argv: list[str] | None = None) -> int:
     if config.method is None:
         config = config.model_copy(update={"method": "draft_model"})
     if args.block_size:
-        config = config.model_copy(update={"extra_engine_args": {**config.extra_engine_args,
-                                                                 "block_size": args.block_size}})
+        config = config.model_copy(
+            update={"extra_engine_args": {**config.extra_engine_args, "block_size": args.block_size}}
+        )
     questions = args.question or builtin_prompts("agent")
     agent = load_agent(args.agent)
     install_timers()
-    sides = {"target-only": config.model_copy(update={"method": None}),
-             f"{config.method} k={config.num_speculative_tokens}": config}
+    sides = {
+        "target-only": config.model_copy(update={"method": None}),
+        f"{config.method} k={config.num_speculative_tokens}": config,
+    }
     engines = {label: load_engine(cfg) for label, cfg in sides.items()}
     results: dict[str, dict] = {}
     try:
-        for label, engine in engines.items():  # warm-up: one-off costs (allocator, first grammar) unmeasured
+        for engine in engines.values():  # warm-up: one-off costs (allocator, first grammar) unmeasured
             with measuring(config.num_speculative_tokens):
                 run_turn(engine, agent, questions[0], CLOCK.totals)
         raw = {label: defaultdict(lambda: defaultdict(float)) for label in engines}
@@ -246,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
                         for s, phases in totals.items():
                             for ph, v in phases.items():
                                 raw[label][s][ph] += v
-                    print(f"round {rnd + 1} q{i + 1} {label}: {raw[label][0]['turn wall']:.1f} s so far", file=sys.stderr)
+                    print(
+                        f"round {rnd + 1} q{i + 1} {label}: {raw[label][0]['turn wall']:.1f} s so far", file=sys.stderr
+                    )
         results = {label: finish(rows) for label, rows in raw.items()}
     finally:
         for engine in engines.values():

@@ -51,8 +51,9 @@ def free_port() -> int:
 
 def start(argv: list[str], log: Path, env: dict) -> subprocess.Popen:
     with open(log, "wb") as f:
-        return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **env},
-                                start_new_session=True)
+        return subprocess.Popen(
+            argv, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True
+        )
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
@@ -81,8 +82,12 @@ def stop(proc: subprocess.Popen) -> None:
 def measure(client, model: str, concurrency: int, per_slot: int, max_tokens: int) -> float:
     def one(i: int) -> int:
         r = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], max_tokens=max_tokens,
-            temperature=0, extra_body={"ignore_eos": True})
+            model=model,
+            messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+            max_tokens=max_tokens,
+            temperature=0,
+            extra_body={"ignore_eos": True},
+        )
         return r.usage.completion_tokens
 
     n = concurrency * per_slot
@@ -109,36 +114,78 @@ def main() -> int:
         args.model = str(ensure_smollm2())
     levels = [int(c) for c in args.concurrency.split(",")]
     spec = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4})
-    common = ["--host", "127.0.0.1", "--enforce-eager", "--dtype", "float32", "--max-model-len", "2048",
-              "--max-num-seqs", str(max(levels)), "--speculative-config", spec]
+    common = [
+        "--host",
+        "127.0.0.1",
+        "--enforce-eager",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--max-num-seqs",
+        str(max(levels)),
+        "--speculative-config",
+        spec,
+    ]
     tmp = Path(tempfile.mkdtemp(prefix="specterm-attach-bench-"))
     env = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"), "VLLM_NO_USAGE_STATS": "1"}
     sock = tmp / "vllm.sock"
     ports = {"default": free_port(), "publishing": free_port()}
     procs = {
-        "default": start([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model,
-                          "--port", str(ports["default"]), *common], tmp / "default.log", env),
-        "publishing": start([sys.executable, "-m", "specterm", "vllm-serve", args.model, "--publish", str(sock),
-                             "--port", str(ports["publishing"]), *common], tmp / "publishing.log", env),
+        "default": start(
+            [
+                sys.executable,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                args.model,
+                "--port",
+                str(ports["default"]),
+                *common,
+            ],
+            tmp / "default.log",
+            env,
+        ),
+        "publishing": start(
+            [
+                sys.executable,
+                "-m",
+                "specterm",
+                "vllm-serve",
+                args.model,
+                "--publish",
+                str(sock),
+                "--port",
+                str(ports["publishing"]),
+                *common,
+            ],
+            tmp / "publishing.log",
+            env,
+        ),
     }
     attach = None
     try:
         for name, proc in procs.items():
             wait_healthy(f"http://127.0.0.1:{ports[name]}", proc, tmp / f"{name}.log")
-        clients = {n: openai.OpenAI(base_url=f"http://127.0.0.1:{ports[n]}/v1", api_key="none", timeout=600)
-                   for n in ports}
+        clients = {
+            n: openai.OpenAI(base_url=f"http://127.0.0.1:{ports[n]}/v1", api_key="none", timeout=600) for n in ports
+        }
         for n in clients:  # warm-up: first requests pay one-off costs
             measure(clients[n], args.model, 2, 1, 16)
         sides = ["default", "publishing", "publishing+attach"]
         results: dict[tuple[str, int], list[float]] = {}
         for r in range(args.rounds):
             for c in levels:
-                for side in sides[r % 3:] + sides[: r % 3]:
+                for side in sides[r % 3 :] + sides[: r % 3]:
                     server = side.split("+")[0]
                     if side.endswith("+attach"):
                         attach = subprocess.Popen(
                             [sys.executable, "-m", "specterm", "attach", str(sock), "--headless", "--no-record"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE,
+                            text=True,
+                            start_new_session=True,
+                        )
                         while "connected" not in (attach.stderr.readline() or "connected"):
                             pass
                     tps = measure(clients[server], args.model, c, args.per_slot, args.max_tokens)
@@ -148,9 +195,11 @@ def main() -> int:
                         attach = None
                     results.setdefault((side, c), []).append(tps)
                     print(f"round {r + 1} c={c} {side:<18} {tps:7.1f} tok/s", flush=True)
-        lines = [f"output throughput, median of {args.rounds} rounds ({args.max_tokens} tokens a request, "
-                 f"{args.per_slot} requests a slot; n-gram k=4; {Path(args.model).name})",
-                 f"{'concurrency':>11}  {'default':>9}  {'publishing':>10}  {'ratio':>6}  {'+ attach':>9}  {'ratio':>6}"]
+        lines = [
+            f"output throughput, median of {args.rounds} rounds ({args.max_tokens} tokens a request, "
+            f"{args.per_slot} requests a slot; n-gram k=4; {Path(args.model).name})",
+            f"{'concurrency':>11}  {'default':>9}  {'publishing':>10}  {'ratio':>6}  {'+ attach':>9}  {'ratio':>6}",
+        ]
         for c in levels:
             base, pub, att = (statistics.median(results[(s, c)]) for s in sides)
             lines.append(f"{c:>11}  {base:>9.1f}  {pub:>10.1f}  {pub / base:>6.3f}  {att:>9.1f}  {att / base:>6.3f}")

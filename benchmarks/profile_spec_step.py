@@ -49,8 +49,10 @@ def profile(config, prompts, params, top: int) -> None:
     total = cumulative(stats, "specterm/engine/vllm_engine.py", "generate")
     tokens = sum(len(s.tokens) for s in steps)
     label = "target-only" if config.method is None else f"{config.method} k={config.num_speculative_tokens}"
-    print(f"\n{label}: {len(steps)} steps, {tokens} tokens, generate {total:.2f} s "
-          f"({total / len(steps) * 1e3:.1f} ms/step, {tokens / total:.0f} tok/s under the profiler)")
+    print(
+        f"\n{label}: {len(steps)} steps, {tokens} tokens, generate {total:.2f} s "
+        f"({total / len(steps) * 1e3:.1f} ms/step, {tokens / total:.0f} tok/s under the profiler)"
+    )
     for name, (frag, func) in PARTS.items():
         secs = cumulative(stats, frag, func)
         if secs:
@@ -72,8 +74,12 @@ def main() -> int:
     target, draft = (str(p) for p in ensure_small_models(log=lambda m: print(m, file=sys.stderr)))
     prompts, params = builtin_prompts("toolcalls"), GenerationParams(max_tokens=args.max_tokens)
     for method in (None, "draft_model", "ngram"):
-        profile(EngineConfig(target=target, draft=draft, method=method, num_speculative_tokens=args.k),
-                prompts, params, args.top)
+        profile(
+            EngineConfig(target=target, draft=draft, method=method, num_speculative_tokens=args.k),
+            prompts,
+            params,
+            args.top,
+        )
     return 0
 
 

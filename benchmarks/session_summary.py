@@ -66,8 +66,7 @@ async def first_frame(path: Path, *, whole: bool) -> float:
 
     gc.collect()
     t0 = time.perf_counter()
-    app = make_app(replay=read_session(path) if whole else path, autostart=False, theme_dirs=(),
-                   deterministic=True)
+    app = make_app(replay=read_session(path) if whole else path, autostart=False, theme_dirs=(), deterministic=True)
     painted: list[float] = []
     display = app._display
 
@@ -114,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             gc.unfreeze()  # give the next run the same starting point
             gc.collect()
         best = min(times)
-        print(f"read_session + summarize: {best[0]:.3f} s (read {best[1]:.3f} s, summarize {best[2]:.3f} s; best of {args.repeat})")
+        print(
+            f"read_session + summarize: {best[0]:.3f} s (read {best[1]:.3f} s, summarize {best[2]:.3f} s; best of {args.repeat})"
+        )
         fast = []
         for _ in range(args.repeat):
             gc.collect()
@@ -125,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"full summary (summarize_file, msgspec): {min(fast):.3f} s")
         bare = bare_parse(path, args.repeat)
         for name, seconds in bare.items():
-            print(f"bare parse, {name}: {seconds:.3f} s; full summary ÷ bare = {min(fast) / seconds:.2f} "
-                  f"(read_session + summarize ÷ bare = {best[0] / seconds:.2f})")
+            print(
+                f"bare parse, {name}: {seconds:.3f} s; full summary ÷ bare = {min(fast) / seconds:.2f} "
+                f"(read_session + summarize ÷ bare = {best[0] / seconds:.2f})"
+            )
         lazy = min(asyncio.run(first_frame(path, whole=False)) for _ in range(args.repeat))
         whole = min(asyncio.run(first_frame(path, whole=True)) for _ in range(args.repeat))
         print(f"dashboard first frame: {lazy:.3f} s reading the head only; {whole:.3f} s reading the whole file first")

@@ -26,26 +26,38 @@ def _f(value, spec=".2f"):
 def _spread(s, spec=".2f", suffix="×"):
     if s is None:
         return "–"
-    return f"{s['median']:{spec}}{suffix} ({s['lo']:{spec}}–{s['hi']:{spec}})" if s["n"] > 1 else f"{s['median']:{spec}}{suffix}"
+    return (
+        f"{s['median']:{spec}}{suffix} ({s['lo']:{spec}}–{s['hi']:{spec}})"
+        if s["n"] > 1
+        else f"{s['median']:{spec}}{suffix}"
+    )
 
 
 def markdown(data: dict) -> str:
     meta = data["meta"]
-    lines = [f"Measured {meta['date']} on {meta['host']}, vLLM {meta['vllm']}, "
-             f"{meta['repeats']} rounds, max_tokens {meta['max_tokens']}, temperature {meta['temperature']:g}.",
-             "", f"```\n{meta['command']}\n```", ""]
+    lines = [
+        f"Measured {meta['date']} on {meta['host']}, vLLM {meta['vllm']}, "
+        f"{meta['repeats']} rounds, max_tokens {meta['max_tokens']}, temperature {meta['temperature']:g}.",
+        "",
+        f"```\n{meta['command']}\n```",
+        "",
+    ]
     for name, wl in data["workloads"].items():
-        lines += [f"**{name}** ({len(wl['meta']['prompts'])} prompts)", "",
-                  "| configuration | decode tok/s | TTFT ms | steps/token | acceptance | mean acc. length | α | c | "
-                  "speed-up (min–max) | theory | measured ÷ theory |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"**{name}** ({len(wl['meta']['prompts'])} prompts)",
+            "",
+            "| configuration | decode tok/s | TTFT ms | steps/token | acceptance | mean acc. length | α | c | "
+            "speed-up (min–max) | theory | measured ÷ theory |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in wl["results"]:
             tps = r["tokens_per_s"]["median"] if r["tokens_per_s"] else None
             ttft = r["ttft_s"]["median"] * 1e3 if r["ttft_s"] else None
             lines.append(
                 f"| {r['label']} | {_f(tps, '.0f')} | {_f(ttft, '.0f')} | {_f(r['steps_per_token'])} | "
                 f"{_f(r['acceptance_rate'], '.0%')} | {_f(r['mean_acceptance_length'])} | {_f(r['alpha'])} | "
-                f"{_f(r['c'])} | {_spread(r['speedup'])} | {_f(r['theory'])} | {_f(r['measured_over_theory'])} |")
+                f"{_f(r['c'])} | {_spread(r['speedup'])} | {_f(r['theory'])} | {_f(r['measured_over_theory'])} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -60,15 +72,33 @@ def reaggregate(data: dict) -> dict:
         records = []
         for r in (x for x in data["records"] if x["workload"] == name):
             st = r["stats"]
-            stats = SpecStats(steps=st["steps"], drafts=st["drafts"], draft_tokens=st["draft_tokens"],
-                              accepted=st["accepted"], forced=st["forced"], rejected=st["rejected"],
-                              accepted_per_pos=[round(p * st["drafts"]) for p in st["per_position"]])
+            stats = SpecStats(
+                steps=st["steps"],
+                drafts=st["drafts"],
+                draft_tokens=st["draft_tokens"],
+                accepted=st["accepted"],
+                forced=st["forced"],
+                rejected=st["rejected"],
+                accepted_per_pos=[round(p * st["drafts"]) for p in st["per_position"]],
+            )
             stats.by_verdict.update(st["by_verdict"])
             first = r["tokens"] - st["accepted"] - len(r["decode_step_s"]) - (1 if st["drafts"] else 0)
-            records.append(RequestRecord(
-                config=r["config"], block=r["block"], round=r["round"], prompt=r["prompt"], tokens=r["tokens"],
-                first_step_tokens=r.get("first_step_tokens", max(first, 1)), steps=r["steps"], wall_s=r["wall_s"],
-                ttft_s=r["ttft_s"], decode_step_s=r["decode_step_s"], stats=stats, workload=name))
+            records.append(
+                RequestRecord(
+                    config=r["config"],
+                    block=r["block"],
+                    round=r["round"],
+                    prompt=r["prompt"],
+                    tokens=r["tokens"],
+                    first_step_tokens=r.get("first_step_tokens", max(first, 1)),
+                    steps=r["steps"],
+                    wall_s=r["wall_s"],
+                    ttft_s=r["ttft_s"],
+                    decode_step_s=r["decode_step_s"],
+                    stats=stats,
+                    workload=name,
+                )
+            )
         specs = [ConfigSpec(x["method"], x["k"]) for x in wl["results"] if x["method"]]
         wl["results"] = [x.as_dict() for x in aggregate(records, specs)]
     return data
@@ -88,9 +118,22 @@ def main() -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    argv = ["bench", "--workload", "toolcalls,prose", "--k", args.k, "--repeats", str(args.repeats),
-            "--max-tokens", str(args.max_tokens), "--json", str(out / "spec_vs_target.json"),
-            "--plot", str(out / "spec_vs_target.svg"), *(["--raw"] if args.raw else [])]
+    argv = [
+        "bench",
+        "--workload",
+        "toolcalls,prose",
+        "--k",
+        args.k,
+        "--repeats",
+        str(args.repeats),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--json",
+        str(out / "spec_vs_target.json"),
+        "--plot",
+        str(out / "spec_vs_target.svg"),
+        *(["--raw"] if args.raw else []),
+    ]
     from specterm.cli import main as specterm_main
 
     sys.argv = ["specterm", *argv]  # so the JSON's "command" is the exact command line

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from specterm.engine import EngineConfig, GenerationParams, load_engine
 from specterm.bench.workloads import ENGINE_CHECK, RAW
+from specterm.engine import EngineConfig, GenerationParams, load_engine
 from specterm.events import EngineCounters, SpecStep
 from specterm.paths import embedded_pair_dir
 
@@ -51,13 +51,20 @@ def main() -> None:
     args = p.parse_args()
     results = {}
     for tp in (int(x) for x in args.tp.split(",")):
-        config = EngineConfig(target=args.target, draft=args.draft, tensor_parallel_size=tp,
-                              method=None if args.no_spec else "draft_model")
+        config = EngineConfig(
+            target=args.target,
+            draft=args.draft,
+            tensor_parallel_size=tp,
+            method=None if args.no_spec else "draft_model",
+        )
         results[tp] = m = measure(config, args.rounds, args.max_tokens)
         base = results[next(iter(results))]
-        print(f"TP={tp}: start {m['start_s']:.1f} s, {m['tok_s']:.1f} tok/s over {m['tokens']} tokens "
-              f"(x{m['tok_s'] / base['tok_s']:.2f} of TP={next(iter(results))}), "
-              f"verdicts reconciled: {m['matched']}, output identical: {m['ids'] == base['ids']}", flush=True)
+        print(
+            f"TP={tp}: start {m['start_s']:.1f} s, {m['tok_s']:.1f} tok/s over {m['tokens']} tokens "
+            f"(x{m['tok_s'] / base['tok_s']:.2f} of TP={next(iter(results))}), "
+            f"verdicts reconciled: {m['matched']}, output identical: {m['ids'] == base['ids']}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

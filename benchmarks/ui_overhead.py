@@ -130,8 +130,9 @@ def bootstrap(pairs, n: int = 2000) -> tuple[float, float]:
     return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
 
 
-async def run_workload(name: str, engine, runner_factory, prompts: list[str], rounds: int, warm: bool = True,
-                       engine_factory=None) -> list[float]:
+async def run_workload(
+    name: str, engine, runner_factory, prompts: list[str], rounds: int, warm: bool = True, engine_factory=None
+) -> list[float]:
     """``runner_factory`` and ``engine_factory`` are picklable (the engine process builds its own)."""
     from specterm.session.live import LiveSession
     from specterm.ui.app import make_app
@@ -145,7 +146,7 @@ async def run_workload(name: str, engine, runner_factory, prompts: list[str], ro
         session = LiveSession(engine_factory=load, runner_factory=runner)
     app = make_app(session=session, gpu=False, theme_dirs=(), deterministic=False)
     ui, ratios, pairs = Side(), [], []
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(160, 48)):
         while app.runner is None:  # the engine process loads on the app's worker thread
             await asyncio.sleep(0.2)
         for prompt in prompts if warm else ():  # warm-up: first-use costs (grammar, caches) on neither side
@@ -164,14 +165,20 @@ async def run_workload(name: str, engine, runner_factory, prompts: list[str], ro
                     rate[side], count[side], wall[side] = n / s, n, s
                 ratios.append(rate["u"] / rate["h"])
                 pairs.append((count["h"], wall["h"], count["u"], wall["u"]))
-                print(f"  {name} round {r} {prompt[:28]!r}: headless {rate['h']:.1f} tok/s ({count['h']} tok), "
-                      f"UI {rate['u']:.1f} tok/s ({count['u']} tok)", flush=True)
+                print(
+                    f"  {name} round {r} {prompt[:28]!r}: headless {rate['h']:.1f} tok/s ({count['h']} tok), "
+                    f"UI {rate['u']:.1f} tok/s ({count['u']} tok)",
+                    flush=True,
+                )
     low, high = bootstrap(pairs)
-    print(f"{name}: UI-attached ÷ headless tokens/s: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)}); totals {total_ratio(pairs):.3f} "
-          f"(95 % {low:.3f}–{high:.3f}); UI thread busy "
-          f"{statistics.median(ui.busy):.1%} of the wall time (median); UI CPU "
-          f"{statistics.median(ui.cpu_per_k):.3f} s per 1,000 live tokens (median)", flush=True)
+    print(
+        f"{name}: UI-attached ÷ headless tokens/s: median {statistics.median(ratios):.3f} "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f}, n={len(ratios)}); totals {total_ratio(pairs):.3f} "
+        f"(95 % {low:.3f}–{high:.3f}); UI thread busy "
+        f"{statistics.median(ui.busy):.1%} of the wall time (median); UI CPU "
+        f"{statistics.median(ui.cpu_per_k):.3f} s per 1,000 live tokens (median)",
+        flush=True,
+    )
     return ratios
 
 
@@ -186,8 +193,16 @@ def agent_workload(rounds: int) -> None:
     engine = load_engine(config)
     agent = load_agent("sql_analyst")
     try:
-        asyncio.run(run_workload("agent", engine, partial(make_runner, agent=agent), list(AGENT_REQUESTS), rounds,
-                                 engine_factory=partial(load_engine, config)))
+        asyncio.run(
+            run_workload(
+                "agent",
+                engine,
+                partial(make_runner, agent=agent),
+                list(AGENT_REQUESTS),
+                rounds,
+                engine_factory=partial(load_engine, config),
+            )
+        )
     finally:
         engine.close()
 
@@ -220,8 +235,17 @@ def long_workload(rounds: int, max_tokens: int) -> None:
     engine = long_engine(config)
     runner = partial(make_runner, params=GenerationParams(max_tokens=max_tokens), raw=True)
     try:
-        asyncio.run(run_workload("long", engine, runner, LONG_PROMPTS, rounds, warm=False,  # a 2,000-token
-                                 engine_factory=partial(long_engine, config)))  # warm-up would double the run
+        asyncio.run(
+            run_workload(
+                "long",
+                engine,
+                runner,
+                LONG_PROMPTS,
+                rounds,
+                warm=False,  # a 2,000-token
+                engine_factory=partial(long_engine, config),
+            )
+        )  # warm-up would double the run
     finally:
         engine.close()
 
@@ -233,8 +257,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=2048, help="length of the long answer")
     parser.add_argument("--frame-s", type=float, help="override the UI's frame interval (experiments)")
     parser.add_argument("--switch-interval", type=float, help="sys.setswitchinterval (experiments)")
-    parser.add_argument("--in-process", action="store_true",
-                        help="the UI side's engine in this process (as `specterm chat --engine-in-process`)")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="the UI side's engine in this process (as `specterm chat --engine-in-process`)",
+    )
     args = parser.parse_args()
     global IN_PROCESS
     IN_PROCESS = args.in_process

@@ -82,8 +82,7 @@ def score(agent, box, case: dict, result, events) -> dict:
     else:
         tool = case["tool"]
         if "doc" in case:
-            args_ok = any(c.tool == tool and r.ok and r.content.startswith(f"[1] {case['doc']} ")
-                          for c, r in pairs)
+            args_ok = any(c.tool == tool and r.ok and r.content.startswith(f"[1] {case['doc']} ") for c, r in pairs)
         else:
             expected = box.call(tool, case["arguments"]).content
             args_ok = any(c.tool == tool and r.ok and r.content == expected for c, r in pairs)
@@ -97,11 +96,19 @@ def score(agent, box, case: dict, result, events) -> dict:
     withheld = last is not None and getattr(last, "withheld", None) is not None
     flagged = (last.ungrounded or []) if last is not None and not withheld else []
     answer_ok = answer_ok and not withheld  # "could not answer: … no such column" is no answer
-    return {"question": case["question"], "tool": tool_ok, "arguments": args_ok, "answer": answer_ok,
-            "grounded": not flagged, "ungrounded": flagged,
-            "withheld": withheld,
-            "success": tool_ok and args_ok and answer_ok and not flagged, "calls": [c.raw for c in result.calls],
-            "final": result.answer, "error": result.error}
+    return {
+        "question": case["question"],
+        "tool": tool_ok,
+        "arguments": args_ok,
+        "answer": answer_ok,
+        "grounded": not flagged,
+        "ungrounded": flagged,
+        "withheld": withheld,
+        "success": tool_ok and args_ok and answer_ok and not flagged,
+        "calls": [c.raw for c in result.calls],
+        "final": result.answer,
+        "error": result.error,
+    }
 
 
 def _by_intent(rows: list[dict], cases: list[dict]) -> dict:
@@ -148,14 +155,21 @@ class SpecTally:
 
     def summary(self) -> dict:
         n = sum(self.corrections.values())
-        out: dict = {"corrections": {**self.corrections, "entity_share": round(self.corrections["entity"] / n, 3)
-                                     if n else None, "entity_token_share": round(
-                                         self.tokens["entity"] / (sum(self.tokens.values()) or 1), 3)}}
+        out: dict = {
+            "corrections": {
+                **self.corrections,
+                "entity_share": round(self.corrections["entity"] / n, 3) if n else None,
+                "entity_token_share": round(self.tokens["entity"] / (sum(self.tokens.values()) or 1), 3),
+            }
+        }
         for kind, s in self.stats.items():
             rate, mal = s.acceptance_rate, s.mean_acceptance_length
-            out[kind] = {"tokens": s.tokens, "acceptance_rate": None if rate is None else round(rate, 3),
-                         "mean_acceptance_length": None if mal is None else round(mal, 2),
-                         "forced_share": round(self.forced[kind] / s.tokens, 3) if s.tokens else None}
+            out[kind] = {
+                "tokens": s.tokens,
+                "acceptance_rate": None if rate is None else round(rate, 3),
+                "mean_acceptance_length": None if mal is None else round(mal, 2),
+                "forced_share": round(self.forced[kind] / s.tokens, 3) if s.tokens else None,
+            }
         return out
 
 
@@ -181,12 +195,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spec", action="store_true", help="target-only")
     ap.add_argument("-k", type=int, default=4, help="draft tokens per step (default 4)")
     ap.add_argument("--json", metavar="FILE", help="also write every case's details here")
-    ap.add_argument("--cases", metavar="FILE", help="evaluate the [[case]]s of this TOML file (e.g. "
-                    "agents/sql_analyst/eval_natural.toml, by kind) instead of the agent's eval.toml")
-    ap.add_argument("--heldout", type=int, metavar="N", help="N cases per agent in the held-out phrasings "
-                    "(specterm.models.intents: never in the training corpus) instead of eval.toml")
-    ap.add_argument("--example-k", type=int, metavar="K", help="worked examples retrieved per request "
-                    "(default: the agent's own example_k; 2 for a pair trained with them)")
+    ap.add_argument(
+        "--cases",
+        metavar="FILE",
+        help="evaluate the [[case]]s of this TOML file (e.g. "
+        "agents/sql_analyst/eval_natural.toml, by kind) instead of the agent's eval.toml",
+    )
+    ap.add_argument(
+        "--heldout",
+        type=int,
+        metavar="N",
+        help="N cases per agent in the held-out phrasings "
+        "(specterm.models.intents: never in the training corpus) instead of eval.toml",
+    )
+    ap.add_argument(
+        "--example-k",
+        type=int,
+        metavar="K",
+        help="worked examples retrieved per request "
+        "(default: the agent's own example_k; 2 for a pair trained with them)",
+    )
     ap.add_argument("--no-examples", action="store_true", help="retrieve no worked examples (= --example-k 0)")
     args = ap.parse_args(argv)
 
@@ -205,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
 
         target, draft = (str(p) for p in ensure_default_models())
     names = args.agent or [n for n in list_agents() if load_cases(load_agent(n))]
-    config = EngineConfig(target=target, draft=draft, method=None if args.no_spec else "draft_model",
-                          num_speculative_tokens=args.k)
+    config = EngineConfig(
+        target=target, draft=draft, method=None if args.no_spec else "draft_model", num_speculative_tokens=args.k
+    )
     report = {"models": config.models_summary(), "agents": {}}
     with load_engine(config) as engine:
         for name in names:
@@ -235,18 +264,25 @@ def main(argv: list[str] | None = None) -> int:
                 result = runner.run(case["question"], sink)
                 rows.append(score(agent, box, case, result, events))
                 r = rows[-1]
-                print(f"  {name} {i:2d}/{len(cases)} tool={'Y' if r['tool'] else '-'} "
-                      f"args={'Y' if r['arguments'] else '-'} answer={'Y' if r['answer'] else '-'} "
-                      f"grounded={'Y' if r['grounded'] else '-'}  "
-                      f"{case['question'][:60]}", file=sys.stderr, flush=True)
+                print(
+                    f"  {name} {i:2d}/{len(cases)} tool={'Y' if r['tool'] else '-'} "
+                    f"args={'Y' if r['arguments'] else '-'} answer={'Y' if r['answer'] else '-'} "
+                    f"grounded={'Y' if r['grounded'] else '-'}  "
+                    f"{case['question'][:60]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             n = len(rows) or 1
             report["agents"][name] = {
                 "cases": len(rows),
-                **{k: round(sum(r[k] for r in rows) / n, 3)
-                   for k in ("tool", "arguments", "answer", "grounded", "success")},
+                **{
+                    k: round(sum(r[k] for r in rows) / n, 3)
+                    for k in ("tool", "arguments", "answer", "grounded", "success")
+                },
                 "ungrounded_answers": sum(not r["grounded"] for r in rows),
                 "withheld_answers": sum(r["withheld"] for r in rows),
-                "speculation": tally.summary(), "wall_s": round(time.perf_counter() - started, 1),
+                "speculation": tally.summary(),
+                "wall_s": round(time.perf_counter() - started, 1),
                 "by_intent": _by_intent(rows, cases),
                 "details": rows,
             }
@@ -254,19 +290,32 @@ def main(argv: list[str] | None = None) -> int:
     report["cases"] = f"heldout {args.heldout}" if args.heldout else args.cases or "eval.toml"
     m = report["models"]
     print(f"models: target {m['target']}  draft {m['draft']}  method {m['method']}  k {m['num_speculative_tokens']}")
-    print(f"{'agent':<15}{'cases':>6}{'tool':>7}{'args':>7}{'answer':>8}{'grounded':>9}{'success':>9}   "
-          "speculation (tool-call gens | answer gens)")
+    print(
+        f"{'agent':<15}{'cases':>6}{'tool':>7}{'args':>7}{'answer':>8}{'grounded':>9}{'success':>9}   "
+        "speculation (tool-call gens | answer gens)"
+    )
     for name, a in report["agents"].items():
         sp = a["speculation"]
-        fmt = lambda s: (f"acc {s['acceptance_rate']} len {s['mean_acceptance_length']} "  # noqa: E731
-                         f"forced {s['forced_share']} ({s['tokens']} tok)")
-        print(f"{name:<15}{a['cases']:>6}{a['tool']:>7.0%}{a['arguments']:>7.0%}{a['answer']:>8.0%}"
-              f"{a['grounded']:>9.0%}{a['success']:>9.0%}   {fmt(sp['tool_call'])} | {fmt(sp['answer'])}")
+
+        def fmt(s):
+            return (
+                f"acc {s['acceptance_rate']} len {s['mean_acceptance_length']} "
+                f"forced {s['forced_share']} ({s['tokens']} tok)"
+            )
+
+        print(
+            f"{name:<15}{a['cases']:>6}{a['tool']:>7.0%}{a['arguments']:>7.0%}{a['answer']:>8.0%}"
+            f"{a['grounded']:>9.0%}{a['success']:>9.0%}   {fmt(sp['tool_call'])} | {fmt(sp['answer'])}"
+        )
         c = sp["corrections"]
-        print(f"{'':<15}corrections: {c['entity']} on entity tokens, {c['syntax']} on syntax "
-              f"(entity share {c['entity_share']}; entities are {c['entity_token_share']:.0%} of tokens)")
-        print(f"{'':<15}answers with an ungrounded figure: {a['ungrounded_answers']}; withheld (the "
-              f"model's invented figure replaced by what failed): {a['withheld_answers']}")
+        print(
+            f"{'':<15}corrections: {c['entity']} on entity tokens, {c['syntax']} on syntax "
+            f"(entity share {c['entity_share']}; entities are {c['entity_token_share']:.0%} of tokens)"
+        )
+        print(
+            f"{'':<15}answers with an ungrounded figure: {a['ungrounded_answers']}; withheld (the "
+            f"model's invented figure replaced by what failed): {a['withheld_answers']}"
+        )
         if args.cases:
             print(f"{'':<15}by kind: " + ", ".join(f"{k} {v:.0%}" for k, v in a["by_intent"].items()))
         weak = {k: v for k, v in a["by_intent"].items() if v < 1}

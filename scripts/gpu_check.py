@@ -135,8 +135,13 @@ def main() -> int:
                 f"power max {fmt(max(power) if power else None, '.0f', ' W')}"
             )
         peak = next((s.peak_gbps for ss in by_phase.values() for s in ss if s.device == device), None)
-        print(f"SUMMARY GPU{device} source={'/'.join(sorted(sources))} peak={fmt(peak, '.0f', ' GB/s')} | " + " | ".join(parts))
-    print(f"SUMMARY sampler final state: {sampler.state}; torch copy {torch_gbps:.0f} GB/s to compare with the copy-phase estimate")
+        print(
+            f"SUMMARY GPU{device} source={'/'.join(sorted(sources))} peak={fmt(peak, '.0f', ' GB/s')} | "
+            + " | ".join(parts)
+        )
+    print(
+        f"SUMMARY sampler final state: {sampler.state}; torch copy {torch_gbps:.0f} GB/s to compare with the copy-phase estimate"
+    )
     graphs = engine_uses_cuda_graphs()
     print(f"SUMMARY engine args: CUDA graphs {'on' if graphs else 'OFF (enforce_eager)'} with the installed vLLM build")
     return 0 if ok and graphs is not False else 1

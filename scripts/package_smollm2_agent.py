@@ -31,15 +31,21 @@ def write_adapter(src: Path, out: Path) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     weights = load_file(str(src / "adapter_model.safetensors"))
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()},
-              str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()},
+        str(out / "adapter_model.safetensors"),
+        metadata={"format": "pt"},
+    )
     config = json.loads((src / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = BASE_NAME
     config["target_modules"] = sorted(config["target_modules"])  # peft saves a set: a stable diff
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return {"lora_rank": config["r"], "lora_alpha": config["lora_alpha"],
-            "target_modules": config["target_modules"],
-            "adapter_params": sum(v.numel() for v in weights.values())}
+    return {
+        "lora_rank": config["r"],
+        "lora_alpha": config["lora_alpha"],
+        "target_modules": config["target_modules"],
+        "adapter_params": sum(v.numel() for v in weights.values()),
+    }
 
 
 def main() -> None:
@@ -69,13 +75,19 @@ def main() -> None:
             report.setdefault(name, {}).update(info)
     if args.eval:
         ev = json.loads(args.eval.read_text())
-        report["eval"] = {"cases": ev["cases"], **{name: {k: a[k] for k in ("cases", "tool", "arguments", "answer",
-                                                                           "success")}
-                                                   for name, a in ev["agents"].items()}}
+        report["eval"] = {
+            "cases": ev["cases"],
+            **{
+                name: {k: a[k] for k in ("cases", "tool", "arguments", "answer", "success")}
+                for name, a in ev["agents"].items()
+            },
+        }
     (args.out / "train.json").write_text(json.dumps(report, indent=2) + "\n")
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
-    print(f"{args.out}: adapter rank {adapter['lora_rank']} ({adapter['adapter_params'] / 1e6:.1f}M parameters), "
-          f"{size / 1e6:.1f} MB")
+    print(
+        f"{args.out}: adapter rank {adapter['lora_rank']} ({adapter['adapter_params'] / 1e6:.1f}M parameters), "
+        f"{size / 1e6:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -35,12 +35,22 @@ from specterm.paths import model_cache_dir
 def draft_config(tok, base_config, hidden: int, layers: int):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=base_config.vocab_size, hidden_size=hidden, intermediate_size=hidden * 3,
-                       num_hidden_layers=layers, num_attention_heads=max(hidden // 64, 1),  # head_dim 64 (vLLM CPU)
-                       num_key_value_heads=1, max_position_embeddings=base_config.max_position_embeddings,
-                       rope_theta=10000.0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                       pad_token_id=tok.pad_token_id, tie_word_embeddings=True, torch_dtype="bfloat16",
-                       name_or_path="specterm-chat-draft")
+    return LlamaConfig(
+        vocab_size=base_config.vocab_size,
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=max(hidden // 64, 1),  # head_dim 64 (vLLM CPU)
+        num_key_value_heads=1,
+        max_position_embeddings=base_config.max_position_embeddings,
+        rope_theta=10000.0,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+        torch_dtype="bfloat16",
+        name_or_path="specterm-chat-draft",
+    )
 
 
 def masked_loss(model, x, y, m):
@@ -54,8 +64,12 @@ def masked_loss(model, x, y, m):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", type=Path, default=model_cache_dir("smollm2-135m-instruct"),
-                    help="the target's base model: its tokenizer, chat template and vocabulary")
+    ap.add_argument(
+        "--base",
+        type=Path,
+        default=model_cache_dir("smollm2-135m-instruct"),
+        help="the target's base model: its tokenizer, chat template and vocabulary",
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--target", type=Path, help="a fine-tuned target to score against the draft")
     ap.add_argument("--hidden", type=int, default=64)
@@ -91,8 +105,18 @@ def main() -> None:
         report, model = train(args, tok, render, pad, options)
     if args.target:
         n_ops = args.heldout * 2 // 5
-        unseen = encode(tok, generate(args.corpus_seed + 1, args.heldout - n_ops, n_ops, example_k=2,
-                                      heldout=True, render=render, answer_words=args.docs_answer_words))
+        unseen = encode(
+            tok,
+            generate(
+                args.corpus_seed + 1,
+                args.heldout - n_ops,
+                n_ops,
+                example_k=2,
+                heldout=True,
+                render=render,
+                answer_words=args.docs_answer_words,
+            ),
+        )
         target = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.float32).eval()
         report["eval_heldout_phrasings"] = evaluate(target, model.float(), unseen, pad)
         print(json.dumps(report["eval_heldout_phrasings"]), flush=True)
@@ -105,16 +129,17 @@ def train(args, tok, render, pad, options: dict):
     from transformers import AutoConfig, LlamaForCausalLM
 
     t0 = time.perf_counter()
-    data = encode(tok, generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render,
-                                **options))
-    print(f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each, "
-          f"{time.perf_counter() - t0:.0f}s", flush=True)
+    data = encode(tok, generate(args.corpus_seed, args.n_sql, args.n_ops, example_k=2, render=render, **options))
+    print(
+        f"corpus: {len(data)} transcripts, {sum(len(d[0]) for d in data) / len(data):.0f} tokens each, "
+        f"{time.perf_counter() - t0:.0f}s",
+        flush=True,
+    )
 
     torch.manual_seed(args.seed)
     model = LlamaForCausalLM(draft_config(tok, AutoConfig.from_pretrained(args.base), args.hidden, args.layers))
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"draft: {n_params / 1e6:.2f}M parameters ({n_params * 2 / 1e6:.1f} MB bf16), {args.steps} steps",
-          flush=True)
+    print(f"draft: {n_params / 1e6:.2f}M parameters ({n_params * 2 / 1e6:.1f} MB bf16), {args.steps} steps", flush=True)
     g = torch.Generator().manual_seed(args.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps, pct_start=0.1)
@@ -131,11 +156,17 @@ def train(args, tok, render, pad, options: dict):
         sched.step()
         recent = (recent + [float(loss.detach())])[-20:]
         if (step + 1) % 100 == 0 or step + 1 == args.steps:
-            print(f"step {step + 1}/{args.steps} loss {sum(recent) / len(recent):.4f} "
-                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+            print(
+                f"step {step + 1}/{args.steps} loss {sum(recent) / len(recent):.4f} {time.perf_counter() - t0:.0f}s",
+                flush=True,
+            )
     model.eval()
-    report = {"params": n_params, "final_loss": round(sum(recent) / len(recent), 6),
-              "train_s": round(time.perf_counter() - t0, 1), "settings": {k: str(v) for k, v in vars(args).items()}}
+    report = {
+        "params": n_params,
+        "final_loss": round(sum(recent) / len(recent), 6),
+        "train_s": round(time.perf_counter() - t0, 1),
+        "settings": {k: str(v) for k, v in vars(args).items()},
+    }
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     tok.save_pretrained(args.out)
     return report, model

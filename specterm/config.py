@@ -41,11 +41,21 @@ ENV_PREFIX = "SPECTERM_"
 # Sized to fit the hardware they name (PRESET_NEEDS): the 70B target's bf16 weights alone are ≈ 141 GB,
 # more than one 141 GB H200 holds next to a KV cache, so it is tensor-parallel over 2 GPUs (≈ 68 GiB each).
 PRESETS: dict[str, dict[str, Any]] = {
-    "llama-3.3-70b": {"target": "meta-llama/Llama-3.3-70B-Instruct", "draft": "meta-llama/Llama-3.2-1B-Instruct",
-                      "method": "draft_model", "num_speculative_tokens": 4, "dtype": "bfloat16",
-                      "tensor_parallel_size": 2},
-    "qwen2.5-7b": {"target": "Qwen/Qwen2.5-7B-Instruct", "draft": "Qwen/Qwen2.5-0.5B-Instruct",
-                   "method": "draft_model", "num_speculative_tokens": 4, "dtype": "bfloat16"},
+    "llama-3.3-70b": {
+        "target": "meta-llama/Llama-3.3-70B-Instruct",
+        "draft": "meta-llama/Llama-3.2-1B-Instruct",
+        "method": "draft_model",
+        "num_speculative_tokens": 4,
+        "dtype": "bfloat16",
+        "tensor_parallel_size": 2,
+    },
+    "qwen2.5-7b": {
+        "target": "Qwen/Qwen2.5-7B-Instruct",
+        "draft": "Qwen/Qwen2.5-0.5B-Instruct",
+        "method": "draft_model",
+        "num_speculative_tokens": 4,
+        "dtype": "bfloat16",
+    },
 }
 
 
@@ -72,7 +82,7 @@ class PresetNeeds(NamedTuple):
 PRESET_NEEDS: dict[str, PresetNeeds] = {
     # ≈ 68 GiB of weights per GPU: 2 × H200 (141 GB = 131 GiB); on 80 GB GPUs use TP = 4 (-tp 4).
     "llama-3.3-70b": PresetNeeds(70.6, 1.2, gpus=2, gpu_gib=131),
-    "qwen2.5-7b": PresetNeeds(7.6, 0.5, gpus=1, gpu_gib=24),      # ≈ 15 GiB
+    "qwen2.5-7b": PresetNeeds(7.6, 0.5, gpus=1, gpu_gib=24),  # ≈ 15 GiB
 }
 
 
@@ -81,7 +91,8 @@ class _SettingsBase(BaseSettings):
 
 
 EngineSettings = create_model(
-    "EngineSettings", __base__=_SettingsBase,
+    "EngineSettings",
+    __base__=_SettingsBase,
     **{name: (Any | None, None) for name in EngineConfig.model_fields},  # type: ignore[call-overload]
 )
 """The names pydantic-settings looks for: ``EngineConfig``'s fields (``SPECTERM_<FIELD>`` in the
@@ -124,9 +135,13 @@ def _validate(merged: dict[str, Any], sources: dict[str, str]) -> EngineConfig:
         raise ConfigError(f"bad {field} (from {where}): {msg}") from None
 
 
-def resolve_engine_config(flags: dict[str, Any], *, preset: str | None = None,
-                          default_models: tuple[str, str] | None = None,
-                          preset_values: dict[str, Any] | None = None) -> EngineConfig:
+def resolve_engine_config(
+    flags: dict[str, Any],
+    *,
+    preset: str | None = None,
+    default_models: tuple[str, str] | None = None,
+    preset_values: dict[str, Any] | None = None,
+) -> EngineConfig:
     """Merge defaults, preset, file, environment and flags (``None`` flag values are unset).
     A ``LOCAL_PRESETS`` name comes with ``preset_values`` (its built paths)."""
     merged: dict[str, Any] = {}

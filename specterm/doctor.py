@@ -127,7 +127,9 @@ def _engine(report: Report, version_of: VersionOf) -> None:
         return
     if len(installs) > 1:
         (_, d1, v1), (_, d2, v2) = installs[:2]
-        report.warnings.append(f"both {d1} {v1} and {d2} {v2} are installed; they provide the same `vllm` package: keep one")
+        report.warnings.append(
+            f"both {d1} {v1} and {d2} {v2} are installed; they provide the same `vllm` package: keep one"
+        )
     if version.split("+")[0] != TESTED_VLLM:
         report.warnings.append(
             f"vLLM {version} installed; specterm is tested with {TESTED_VLLM} (per-token verdicts use vLLM internals)"
@@ -229,7 +231,9 @@ def _structured_outputs(report: Report, version_of: VersionOf) -> None:
     available = bool(xgrammar) and importlib.util.find_spec("xgrammar") is not None
     report.facts["structured_outputs"] = {"available": available, "backend": "xgrammar", "xgrammar_version": xgrammar}
     if report.facts["engine"]["vllm_version"] and not available:
-        report.warnings.append("structured outputs unavailable: xgrammar is not installed, so tool calls are not grammar-constrained")
+        report.warnings.append(
+            "structured outputs unavailable: xgrammar is not installed, so tool calls are not grammar-constrained"
+        )
 
 
 def _suffix_decoding(report: Report, version_of: VersionOf) -> None:
@@ -244,8 +248,11 @@ def _suffix_decoding(report: Report, version_of: VersionOf) -> None:
         from specterm.engine.suffix import SUFFIX_HINT
 
         detail = SUFFIX_HINT
-    report.facts["suffix_decoding"] = {"available": bool(version) and detail is None,
-                                       "arctic_inference_version": version, "detail": detail}
+    report.facts["suffix_decoding"] = {
+        "available": bool(version) and detail is None,
+        "arctic_inference_version": version,
+        "detail": detail,
+    }
 
 
 def _sampling_fix_registered() -> bool:
@@ -280,4 +287,6 @@ def _known_issues(report: Report, version_of: VersionOf) -> None:
             "structured outputs: the lm-format-enforcer backend is broken in this vLLM; use xgrammar (default) or guidance"
         )
     if version_of("pynvml"):
-        report.warnings.append("the deprecated `pynvml` package is installed (specterm uses nvidia-ml-py; pynvml only adds a warning): pip uninstall pynvml")
+        report.warnings.append(
+            "the deprecated `pynvml` package is installed (specterm uses nvidia-ml-py; pynvml only adds a warning): pip uninstall pynvml"
+        )

@@ -33,9 +33,11 @@ from specterm.stats import SessionSummary, SpecStats, fmt_opt, tokens_per_s
 
 def summary_line(stats: SpecStats, wall_s: float | None = None) -> Text:
     rate = stats.acceptance_rate
-    parts = [f"{stats.tokens} tokens",
-             f"acceptance {fmt_opt(None if rate is None else 100 * rate, '.1f')}%",
-             f"mean acceptance length {fmt_opt(stats.mean_acceptance_length)}"]
+    parts = [
+        f"{stats.tokens} tokens",
+        f"acceptance {fmt_opt(None if rate is None else 100 * rate, '.1f')}%",
+        f"mean acceptance length {fmt_opt(stats.mean_acceptance_length)}",
+    ]
     if (rate_s := tokens_per_s(stats.tokens, wall_s)) is not None:
         parts.append(f"{rate_s:.1f} tok/s")
     counts = " ".join(f"{k} {v}" for k, v in stats.by_verdict.items())
@@ -45,8 +47,14 @@ def summary_line(stats: SpecStats, wall_s: float | None = None) -> Text:
 class HeadlessPrinter:
     """Event sink for a terminal. ``json=True`` prints one event per line instead (for ``jq``)."""
 
-    def __init__(self, console: Console | None = None, *, json: bool = False,
-                 show_rejected: bool = False, err_console: Console | None = None) -> None:
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        json: bool = False,
+        show_rejected: bool = False,
+        err_console: Console | None = None,
+    ) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.err = err_console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.json = json
@@ -94,11 +102,23 @@ class HeadlessPrinter:
         elif isinstance(event, AgentStepFinished) and event.answer is not None:
             self._line(Text("answer: " + inert(event.answer), style="bold"))
             if event.withheld is not None:
-                self._line(Text("⚠ withheld, the model's answer: " + inert(event.withheld) + "  ("
-                                + inert(", ".join(event.ungrounded or [])) + " in no tool result)", style="yellow"))
+                self._line(
+                    Text(
+                        "⚠ withheld, the model's answer: "
+                        + inert(event.withheld)
+                        + "  ("
+                        + inert(", ".join(event.ungrounded or []))
+                        + " in no tool result)",
+                        style="yellow",
+                    )
+                )
             elif event.ungrounded:
-                self._line(Text("⚠ ungrounded: " + inert(", ".join(event.ungrounded))
-                                + " (in no tool result of this turn)", style="bold red"))
+                self._line(
+                    Text(
+                        "⚠ ungrounded: " + inert(", ".join(event.ungrounded)) + " (in no tool result of this turn)",
+                        style="bold red",
+                    )
+                )
         elif isinstance(event, EngineCounters) and not event.matched:
             self._line(Text(f"verdicts do NOT reconcile with vLLM: {inert(event.detail)}", style="bold red"))
 
@@ -136,7 +156,8 @@ class RequestBlockPrinter(HeadlessPrinter):
             self._text[event.request_id] = Text()
         elif isinstance(event, SpecStep):
             self._text.setdefault(event.request_id, Text()).append_text(
-                step_text(event, show_rejected=self.show_rejected))
+                step_text(event, show_rejected=self.show_rejected)
+            )
         else:
             self._block(event)
 
@@ -164,4 +185,6 @@ class RequestBlockPrinter(HeadlessPrinter):
         if legend:
             self.console.print(legend_text())
         n = len(self.summary.requests)
-        self.console.print(Text(f"{n} request{'s' if n != 1 else ''} · ", style="dim") + summary_line(self.summary.session))
+        self.console.print(
+            Text(f"{n} request{'s' if n != 1 else ''} · ", style="dim") + summary_line(self.summary.session)
+        )

@@ -171,8 +171,9 @@ class WeightTraffic:
         return None if self.seconds <= 0 else self.per_token * self.tokens / self.seconds
 
     @classmethod
-    def of(cls, stats: SpecStats, seconds: float, target_bytes: int | None,
-           draft_bytes: int | None) -> WeightTraffic | None:
+    def of(
+        cls, stats: SpecStats, seconds: float, target_bytes: int | None, draft_bytes: int | None
+    ) -> WeightTraffic | None:
         if not target_bytes or not stats.tokens:
             return None
         draft = draft_bytes or 0
@@ -280,8 +281,9 @@ class SessionSummary:
             "agent_steps": [s.model_dump(exclude={"type"}) for s in self.agent_steps],
             "answers": sum(s.answer is not None for s in self.agent_steps),
             # given with a figure no tool returned; withheld: the model's was replaced by what failed
-            "ungrounded_answers": sum(s.answer is not None and bool(s.ungrounded) and s.withheld is None
-                                      for s in self.agent_steps),
+            "ungrounded_answers": sum(
+                s.answer is not None and bool(s.ungrounded) and s.withheld is None for s in self.agent_steps
+            ),
             "withheld_answers": sum(s.withheld is not None for s in self.agent_steps),
         }
 

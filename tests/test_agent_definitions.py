@@ -63,20 +63,23 @@ def test_user_dir_shadows_a_shipped_agent(agents_dir):
     assert load_agent("ops_assistant").system == "shadowed"
 
 
-@pytest.mark.parametrize("text, field, words", [
-    (GOOD.replace('type = "object"\nrequired', 'type = "objekt"\nrequired'), "tools[0].parameters", "JSON Schema"),
-    (GOOD.replace('"ops.capacity"', '"ops.nope"'), "tools[0].handler", "unknown handler"),
-    (GOOD.replace('system = "You test things."', ""), "system", "Field required"),
-    (GOOD.replace('name = "capacity"', 'name = "Bad Name"'), "tools[0].name", "lowercase"),
-    ("max_steps = 0\n" + GOOD, "max_steps", "greater than or equal"),
-    ("colour = 'red'\n" + GOOD, "colour", "Extra inputs"),
-    (GOOD.replace('handler = "ops.capacity"', 'handler = "sql.query"'), "(top level)", "[database]"),
-    (GOOD + GOOD[GOOD.index("[[tools]]"):], "(top level)", "duplicate tool names"),
-    (GOOD + "[retrieval]\ntop_k = 2\ndocs = 'nowhere'\n", "retrieval.docs", "no *.md"),
-    ('name = "other"\n' + GOOD, "name", "folder name"),
-    (GOOD + "[database]\nsql = 'missing.sql'\n", "database.sql", "not found"),
-    ("system = [unclosed", "", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        (GOOD.replace('type = "object"\nrequired', 'type = "objekt"\nrequired'), "tools[0].parameters", "JSON Schema"),
+        (GOOD.replace('"ops.capacity"', '"ops.nope"'), "tools[0].handler", "unknown handler"),
+        (GOOD.replace('system = "You test things."', ""), "system", "Field required"),
+        (GOOD.replace('name = "capacity"', 'name = "Bad Name"'), "tools[0].name", "lowercase"),
+        ("max_steps = 0\n" + GOOD, "max_steps", "greater than or equal"),
+        ("colour = 'red'\n" + GOOD, "colour", "Extra inputs"),
+        (GOOD.replace('handler = "ops.capacity"', 'handler = "sql.query"'), "(top level)", "[database]"),
+        (GOOD + GOOD[GOOD.index("[[tools]]") :], "(top level)", "duplicate tool names"),
+        (GOOD + "[retrieval]\ntop_k = 2\ndocs = 'nowhere'\n", "retrieval.docs", "no *.md"),
+        ('name = "other"\n' + GOOD, "name", "folder name"),
+        (GOOD + "[database]\nsql = 'missing.sql'\n", "database.sql", "not found"),
+        ("system = [unclosed", "", "not valid TOML"),
+    ],
+)
 def test_a_broken_definition_names_the_file_and_the_field(agents_dir, text, field, words):
     path = write_agent(agents_dir, "broken", text)
     with pytest.raises(ConfigError) as info:
@@ -93,19 +96,32 @@ def test_unknown_agent_lists_the_known_ones():
 
 def test_render_prompt_is_the_documented_deterministic_format():
     agent = load_agent("ops_assistant")
-    history = [("user", "Budget for 99.9?"), ("call", '{"tool":"sla_budget","arguments":{}}'),
-               ("result", "error: bad arguments")]
+    history = [
+        ("user", "Budget for 99.9?"),
+        ("call", '{"tool":"sla_budget","arguments":{}}'),
+        ("result", "error: bad arguments"),
+    ]
     passages = [Passage(doc="error_budget.md", score=0.7, text="A 99.9% SLO allows 43.2 minutes.")]
     prompt = render_prompt(agent, history, passages)
     assert prompt == render_prompt(agent, list(history), list(passages))
     lines = prompt.splitlines()
     assert lines[0] == "<|system|>" and lines[-1] == "<|call|>" and prompt.endswith("<|call|>\n")
-    assert "- sla_budget(slo_percent: number 50..99.999, window_days: integer 1..366, " \
-           "consumed_minutes?: number 0..100000): Error-budget minutes for an SLO over a window." in lines
-    tail = lines[lines.index("<|context|>"):]
-    assert tail == ["<|context|>", "[error_budget.md] A 99.9% SLO allows 43.2 minutes.",
-                    "<|user|>", "Budget for 99.9?", "<|call|>", '{"tool":"sla_budget","arguments":{}}',
-                    "<|result|>", "error: bad arguments", "<|call|>"]
+    assert (
+        "- sla_budget(slo_percent: number 50..99.999, window_days: integer 1..366, "
+        "consumed_minutes?: number 0..100000): Error-budget minutes for an SLO over a window." in lines
+    )
+    tail = lines[lines.index("<|context|>") :]
+    assert tail == [
+        "<|context|>",
+        "[error_budget.md] A 99.9% SLO allows 43.2 minutes.",
+        "<|user|>",
+        "Budget for 99.9?",
+        "<|call|>",
+        '{"tool":"sla_budget","arguments":{}}',
+        "<|result|>",
+        "error: bad arguments",
+        "<|call|>",
+    ]
 
 
 def test_call_schema_is_a_union_of_tools_and_the_answer():
@@ -116,8 +132,13 @@ def test_call_schema_is_a_union_of_tools_and_the_answer():
     ok = parse_call(agent, '{"tool":"query_sql","arguments":{"sql":"SELECT 1"}}')
     assert (ok.tool, ok.arguments) == ("query_sql", {"sql": "SELECT 1"})
     assert parse_call(agent, '{"answer":"42"}').answer == "42"
-    for bad in ('{"tool":"query_sql","arguments":{}}', '{"tool":"rm","arguments":{}}',
-                '{"tool":"query_sql","arguments":{"sql":"x"},"extra":1}', '{"answer":', "[]"):
+    for bad in (
+        '{"tool":"query_sql","arguments":{}}',
+        '{"tool":"rm","arguments":{}}',
+        '{"tool":"query_sql","arguments":{"sql":"x"},"extra":1}',
+        '{"answer":',
+        "[]",
+    ):
         with pytest.raises(ValueError):
             parse_call(agent, bad)
     only = call_schema(agent, answer_only=True)
@@ -126,15 +147,18 @@ def test_call_schema_is_a_union_of_tools_and_the_answer():
         parse_call(agent, '{"tool":"list_tables","arguments":{}}', answer_only=True)
 
 
-@pytest.mark.parametrize("text, words", [
-    ("", "empty request"),
-    ("   \n\t ", "empty request"),
-    ("x" * 8193, "too large: 8193 bytes"),
-    ("é" * 4097, "too large: 8194 bytes"),
-    ("bin\x00ary", "control character U+0000"),
-    ("esc \x1b[31m", "control character U+001B"),
-    ("bad \udcff bytes", "not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "empty request"),
+        ("   \n\t ", "empty request"),
+        ("x" * 8193, "too large: 8193 bytes"),
+        ("é" * 4097, "too large: 8194 bytes"),
+        ("bin\x00ary", "control character U+0000"),
+        ("esc \x1b[31m", "control character U+001B"),
+        ("bad \udcff bytes", "not valid UTF-8"),
+    ],
+)
 def test_bad_input_is_refused_with_one_line(text, words):
     reason = validate_request(text)
     assert reason is not None and words in reason and "\n" not in reason

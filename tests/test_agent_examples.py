@@ -27,8 +27,11 @@ def test_heldout_phrasings_never_appear_in_training(agent):
     train = {sample(agent, rng, slots, rephrase_rate=r).question for r in (0.0, 1.0) for _ in range(3000)}
     held = {sample(agent, rng, slots, heldout=True).question for _ in range(300)}
     assert not train & held
-    shipped = {line.split(" = ", 1)[1].strip('"') for line in (a.path / "examples.toml").read_text().splitlines()
-               if line.startswith("question = ")}
+    shipped = {
+        line.split(" = ", 1)[1].strip('"')
+        for line in (a.path / "examples.toml").read_text().splitlines()
+        if line.startswith("question = ")
+    }
     assert len(shipped) > 100 and not shipped & held
 
 
@@ -233,7 +236,8 @@ def test_agent_names_a_missing_examples_file(tmp_path):
     (folder / "agent.toml").write_text(
         'system = "s"\n[retrieval]\ntop_k = 1\nexamples = "nope.toml"\n'
         '[[tools]]\nname = "search_docs"\ndescription = "d"\nhandler = "docs.search"\n'
-        'parameters = { type = "object", properties = { query = { type = "string" } } }\n')
+        'parameters = { type = "object", properties = { query = { type = "string" } } }\n'
+    )
     with pytest.raises(ConfigError, match=r"retrieval\.examples: file not found"):
         load_agent(folder)
 
@@ -267,12 +271,18 @@ def test_the_natural_question_set_is_in_no_training_phrasing_nor_example():
     a = load_agent("sql_analyst")
     cases = tomllib.loads((a.path / "eval_natural.toml").read_text())["case"]
     asked = {c["question"].lower().rstrip("?") for c in cases}
-    shipped = {line.split(" = ", 1)[1].strip('"').lower().rstrip("?")
-               for line in (a.path / "examples.toml").read_text().splitlines() if line.startswith("question = ")}
+    shipped = {
+        line.split(" = ", 1)[1].strip('"').lower().rstrip("?")
+        for line in (a.path / "examples.toml").read_text().splitlines()
+        if line.startswith("question = ")
+    }
     box = ToolBox(a)
     slots, rng = Slots(box.db()), random.Random(1)
-    train = {sample("sql_analyst", rng, slots, rephrase_rate=r).question.lower().rstrip("?")
-             for r in (0.0, 1.0) for _ in range(3000)}
+    train = {
+        sample("sql_analyst", rng, slots, rephrase_rate=r).question.lower().rstrip("?")
+        for r in (0.0, 1.0)
+        for _ in range(3000)
+    }
     assert len(cases) >= 20 and not asked & shipped and not asked & train
     for c in cases:
         out, _ = box.db().query(c["sql"])  # a bad query raises ToolError

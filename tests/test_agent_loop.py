@@ -32,8 +32,10 @@ from specterm.events import (
 
 pytestmark = pytest.mark.engine
 
-QUESTIONS = {"sql_analyst": "How many customers are from Germany?",
-             "ops_assistant": "What error budget does a 99.9% SLO give over 30 days?"}
+QUESTIONS = {
+    "sql_analyst": "How many customers are from Germany?",
+    "ops_assistant": "What error budget does a 99.9% SLO give over 30 days?",
+}
 
 
 def small(name: str, **tool_params):
@@ -95,8 +97,13 @@ def extra_runs(engine, workdir):
     after = hashlib.sha256(db.read_bytes()).hexdigest()
     cancelled = run(small("sql_analyst"), engine, QUESTIONS["sql_analyst"], cancel_after_steps=2)
     overflow = run(small("ops_assistant"), engine, "word " * 1600)  # 8000 bytes: valid, too long
-    return {"hostile": hostile, "db_unchanged": before == after, "evil_db": (workdir / "evil.db").exists(),
-            "cancelled": cancelled, "overflow": overflow}
+    return {
+        "hostile": hostile,
+        "db_unchanged": before == after,
+        "evil_db": (workdir / "evil.db").exists(),
+        "cancelled": cancelled,
+        "overflow": overflow,
+    }
 
 
 def agent_steps(events):
@@ -179,8 +186,9 @@ def test_forced_tokens_are_exactly_the_positions_with_one_allowed_token(runs, ti
                 continue
             steps = [e for e in events if isinstance(e, SpecStep) and e.request_id == req.request_id]
             schema = json.dumps(call_schema(agent, answer_only=kind == "answer"))
-            matcher = xgr.GrammarMatcher(compiler.compile_json_schema(schema, any_whitespace=False,
-                                                                      separators=(",", ":")))
+            matcher = xgr.GrammarMatcher(
+                compiler.compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+            )
             mask = xgr.allocate_token_bitmask(1, 512)
             for tok in [t for s in steps for t in s.tokens]:
                 if matcher.is_terminated():

@@ -94,10 +94,15 @@ def test_a_function_beside_agent_toml_is_a_tool_with_its_signature_as_schema(tmp
 
 
 def test_parameters_and_description_in_agent_toml_win_over_the_function(tmp_path):
-    extra = ('description = "Shout it."\n[tools.parameters]\ntype = "object"\nrequired = ["text"]\n'
-             'additionalProperties = false\nproperties.text = { type = "string", enum = ["a", "b"] }\n')
+    extra = (
+        'description = "Shout it."\n[tools.parameters]\ntype = "object"\nrequired = ["text"]\n'
+        'additionalProperties = false\nproperties.text = { type = "string", enum = ["a", "b"] }\n'
+    )
     tool = load_agent(make_agent(tmp_path, "shouter", "tools:shout", extra)).tools[0]
-    assert tool.description == "Shout it." and tool.parameters["properties"]["text"] == {"type": "string", "enum": ["a", "b"]}
+    assert tool.description == "Shout it." and tool.parameters["properties"]["text"] == {
+        "type": "string",
+        "enum": ["a", "b"],
+    }
 
 
 def test_results_dicts_are_json_and_async_tools_run(tmp_path):
@@ -119,19 +124,25 @@ def test_two_tools_from_one_file_share_one_module_run_once(tmp_path):
     many of its functions are tools."""
     folder = tmp_path / "two"
     folder.mkdir()
-    (folder / "agent.toml").write_text('system = "s"\n[[tools]]\nname = "one"\nhandler = "tools:one"\n'
-                                       '[[tools]]\nname = "two"\nhandler = "tools:two"\n')
-    (folder / "tools.py").write_text("RUNS = []\nRUNS.append(1)\n\ndef one() -> str:\n    return str(len(RUNS))\n\n"
-                                     "def two() -> str:\n    RUNS.append(2)\n    return str(len(RUNS))\n")
+    (folder / "agent.toml").write_text(
+        'system = "s"\n[[tools]]\nname = "one"\nhandler = "tools:one"\n[[tools]]\nname = "two"\nhandler = "tools:two"\n'
+    )
+    (folder / "tools.py").write_text(
+        "RUNS = []\nRUNS.append(1)\n\ndef one() -> str:\n    return str(len(RUNS))\n\n"
+        "def two() -> str:\n    RUNS.append(2)\n    return str(len(RUNS))\n"
+    )
     box = ToolBox(load_agent(folder))
     assert box.call("two", {}).content == "2"
     assert box.call("one", {}).content == "2"  # the same RUNS list: the file ran once
 
 
-@pytest.mark.parametrize("handler, error", [
-    ("tools:boom", "tool failed: ValueError: no sky here"),
-    ("tools:bye", "tool failed: SystemExit: 3"),
-])
+@pytest.mark.parametrize(
+    "handler, error",
+    [
+        ("tools:boom", "tool failed: ValueError: no sky here"),
+        ("tools:bye", "tool failed: SystemExit: 3"),
+    ],
+)
 def test_a_raising_tool_is_an_error_result_the_model_sees(tmp_path, handler, error):
     agent = load_agent(make_agent(tmp_path, "r", handler))
     out = ToolBox(agent).call("probe", {"text": "sky"} if handler.endswith("boom") else {})
@@ -145,17 +156,29 @@ def test_a_hanging_tool_times_out_into_an_error_result(tmp_path):
     assert not out.ok and out.error == "tool timed out after 0.2s"
 
 
-@pytest.mark.parametrize("handler, tools_py, field, words", [
-    ("tools:lookup", TOOLS_PY, "tools[0].handler", "module tools.py has no function 'lookup'"),
-    ("helpers:shout", TOOLS_PY, "tools[0].handler", "no file helpers.py beside agent.toml"),
-    ("tools:shout", "def shout(:\n", "tools[0].handler", "cannot import tools.py: SyntaxError:"),
-    ("tools:shout", "import no_such_module_here\n", "tools[0].handler",
-     "cannot import tools.py: ModuleNotFoundError: No module named 'no_such_module_here'"),
-    ("tools:CONSTANT", "CONSTANT = 3\n", "tools[0].handler", "tools.CONSTANT is not a function (it is a int)"),
-    ("a:b:c", TOOLS_PY, "tools[0].handler", "neither a built-in, MODULE:FUNCTION"),
-    ("tools:needs_callback", TOOLS_PY, "tools[0].parameters", "cannot derive a JSON Schema from tools:needs_callback"),
-    ("tools:shout", TOOLS_PY, "tools[0].retrieve_after", "the agent retrieves nothing"),
-])
+@pytest.mark.parametrize(
+    "handler, tools_py, field, words",
+    [
+        ("tools:lookup", TOOLS_PY, "tools[0].handler", "module tools.py has no function 'lookup'"),
+        ("helpers:shout", TOOLS_PY, "tools[0].handler", "no file helpers.py beside agent.toml"),
+        ("tools:shout", "def shout(:\n", "tools[0].handler", "cannot import tools.py: SyntaxError:"),
+        (
+            "tools:shout",
+            "import no_such_module_here\n",
+            "tools[0].handler",
+            "cannot import tools.py: ModuleNotFoundError: No module named 'no_such_module_here'",
+        ),
+        ("tools:CONSTANT", "CONSTANT = 3\n", "tools[0].handler", "tools.CONSTANT is not a function (it is a int)"),
+        ("a:b:c", TOOLS_PY, "tools[0].handler", "neither a built-in, MODULE:FUNCTION"),
+        (
+            "tools:needs_callback",
+            TOOLS_PY,
+            "tools[0].parameters",
+            "cannot derive a JSON Schema from tools:needs_callback",
+        ),
+        ("tools:shout", TOOLS_PY, "tools[0].retrieve_after", "the agent retrieves nothing"),
+    ],
+)
 def test_loading_errors_are_one_line_naming_file_and_field(tmp_path, handler, tools_py, field, words):
     extra = "retrieve_after = true" if field.endswith("retrieve_after") else ""
     folder = make_agent(tmp_path, "broken", handler, extra, tools_py)
@@ -194,7 +217,8 @@ def installed(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specterm-probe-tools\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[specterm.tools]\nprobe_weather = specterm_probe_tools:weather\nprobe_broken = specterm_probe_tools:missing\n")
+        "[specterm.tools]\nprobe_weather = specterm_probe_tools:weather\nprobe_broken = specterm_probe_tools:missing\n"
+    )
     monkeypatch.syspath_prepend(str(site))
     return site
 
@@ -208,10 +232,16 @@ def test_an_entry_point_tool_brings_its_pydantic_model_as_schema(tmp_path, insta
     assert out.ok and json.loads(out.content) == {"city": "Oslo", "sky": "clear"}
 
 
-@pytest.mark.parametrize("handler, words", [
-    ("entry:probe_broken", "entry point 'probe_broken' (specterm_probe_tools:missing) failed to load: AttributeError"),
-    ("entry:probe_nope", "no specterm.tools entry point named 'probe_nope' (known: "),
-])
+@pytest.mark.parametrize(
+    "handler, words",
+    [
+        (
+            "entry:probe_broken",
+            "entry point 'probe_broken' (specterm_probe_tools:missing) failed to load: AttributeError",
+        ),
+        ("entry:probe_nope", "no specterm.tools entry point named 'probe_nope' (known: "),
+    ],
+)
 def test_a_missing_or_broken_entry_point_is_a_loading_error(tmp_path, installed, handler, words):
     folder = make_agent(tmp_path, "w", handler, tools_py=None)
     with pytest.raises(ConfigError, match=r"agent.toml: tools\[0\].handler: ") as err:
@@ -234,6 +264,7 @@ def test_agents_list_shows_shipped_and_folder_agents_and_installed_tools(tmp_pat
 
 
 # -- specterm agents new -----------------------------------------------------------------------
+
 
 def test_agents_new_scaffolds_a_loadable_folder_and_refuses_to_overwrite(tmp_path, capsys):
     assert main(["agents", "new", "helper", "--dir", str(tmp_path)]) == 0
@@ -261,6 +292,7 @@ Asked how many words are in a phrase or a quote, call word_stats with that phras
 
 A result reads "N words, M characters": the characters include spaces; report the words first.
 """
+
 
 def small(folder: Path, extra: str = "") -> Path:
     """The scaffold with tight limits (two generations, short answer) so the pair's run is short;
@@ -349,7 +381,8 @@ def test_retrieve_after_runs_retrieval_again_with_the_tool_result(tmp_path, engi
     # with both passages in the context.
     call = next(e for e in events if isinstance(e, ToolCall))
     history = [("user", QUESTION), ("call", call.raw), ("result", results[0].content)]
-    chat = build_chat(agent, history, retrievals[0].passages + retrievals[1].passages,
-                      key=AgentRunner(agent, engine).call_key)
+    chat = build_chat(
+        agent, history, retrievals[0].passages + retrievals[1].passages, key=AgentRunner(agent, engine).call_key
+    )
     starts = [e for e in events if isinstance(e, RequestStarted)]
     assert len(starts) == 2 and starts[1].prompt_tokens == len(engine.renderer.ids(chat))

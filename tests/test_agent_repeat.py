@@ -56,6 +56,8 @@ def test_a_different_call_after_a_result_still_runs():
     other = json.dumps({"tool": "query_sql", "arguments": {"sql": "SELECT count(*) FROM customers"}})
     model = LoopingModel(agent, [CALL, other, CALL])
     result = AgentRunner(agent, model).run("How many customers are from Japan?", lambda e: None)
-    assert [c.arguments["sql"] for c in result.calls] == [json.loads(CALL)["arguments"]["sql"],
-                                                          json.loads(other)["arguments"]["sql"],
-                                                          json.loads(CALL)["arguments"]["sql"]]
+    assert [c.arguments["sql"] for c in result.calls] == [
+        json.loads(CALL)["arguments"]["sql"],
+        json.loads(other)["arguments"]["sql"],
+        json.loads(CALL)["arguments"]["sql"],
+    ]

@@ -39,7 +39,9 @@ def test_database_is_built_once_from_the_script(box):
 
 
 def test_a_select_returns_rows_and_states_its_limits(box):
-    out = box.call("query_sql", {"sql": "SELECT country, count(*) AS n FROM customers GROUP BY country ORDER BY n DESC"})
+    out = box.call(
+        "query_sql", {"sql": "SELECT country, count(*) AS n FROM customers GROUP BY country ORDER BY n DESC"}
+    )
     assert out.ok and not out.truncated
     lines = out.content.splitlines()
     assert lines[0] == "country\tn" and lines[1].startswith("US\t")
@@ -150,13 +152,16 @@ def test_a_tool_that_hangs_times_out_as_an_error_result():
 
 def test_ops_calculators():
     box = ToolBox(load_agent("ops_assistant"))
-    assert box.call("sla_budget", {"slo_percent": 99.9, "window_days": 30}).content == \
-        "error budget for 99.9% over 30 days: 43.2 minutes"
+    assert (
+        box.call("sla_budget", {"slo_percent": 99.9, "window_days": 30}).content
+        == "error budget for 99.9% over 30 days: 43.2 minutes"
+    )
     spent = box.call("sla_budget", {"slo_percent": 99.95, "window_days": 30, "consumed_minutes": 10.8})
     assert "21.6 minutes" in spent.content and "remaining 10.8 minutes (50% spent)" in spent.content
     assert box.call("capacity", {"peak_rps": 1000, "rps_per_replica": 150}).content.startswith("replicas needed: 9 ")
-    assert box.call("capacity", {"peak_rps": 10, "rps_per_replica": 150, "headroom_percent": 0}).content \
-        .startswith("replicas needed: 2 ")
+    assert box.call("capacity", {"peak_rps": 10, "rps_per_replica": 150, "headroom_percent": 0}).content.startswith(
+        "replicas needed: 2 "
+    )
     assert not box.call("sla_budget", {"slo_percent": 100, "window_days": 30}).ok
 
 

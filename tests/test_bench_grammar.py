@@ -26,7 +26,8 @@ def test_draft_model_plus_grammar_is_draft_model_with_grammar_drafting_and_plain
     assert not ngram.drafts_with_grammar
     # --grammar-drafting given: plain draft_model drafts with the grammar too (one configuration)
     assert [s.label for s in plan(["draft_model", "draft_model+grammar"], [4], grammar=True)] == [
-        "draft_model+grammar k=4"]
+        "draft_model+grammar k=4"
+    ]
     assert not engine_config(BASE, ConfigSpec(None)).drafts_with_grammar
 
 
@@ -44,23 +45,50 @@ def test_constrained_workloads_carry_their_senders_schema():
 
 
 def _result(label, method, k, speedup, grammar=False, rate=None):
-    return ConfigResult(label=label, method=method, k=k, requests=3, output_tokens=90,
-                        tokens_per_s=Spread.of([rate] if rate else []), wall_s=None, ttft_s=None, step_s=None,
-                        steps_per_token=None, speedup=Spread.of([speedup]), grammar=grammar)
+    return ConfigResult(
+        label=label,
+        method=method,
+        k=k,
+        requests=3,
+        output_tokens=90,
+        tokens_per_s=Spread.of([rate] if rate else []),
+        wall_s=None,
+        ttft_s=None,
+        step_s=None,
+        steps_per_token=None,
+        speedup=Spread.of([speedup]),
+        grammar=grammar,
+    )
 
 
 def test_the_recommendation_writes_grammar_drafting_only_when_it_was_compared(tmp_path, monkeypatch):
     path = tmp_path / "config.toml"
     monkeypatch.setenv("SPECTERM_CONFIG", str(path))
     target = _result("target-only", None, 0, 1.0, rate=10.0)
-    won = recommend.choose({"toolcalls": [target, _result("draft_model k=4", "draft_model", 4, 1.3),
-                                          _result("draft_model+grammar k=4", "draft_model", 4, 1.9, True)]}, BASE)
+    won = recommend.choose(
+        {
+            "toolcalls": [
+                target,
+                _result("draft_model k=4", "draft_model", 4, 1.3),
+                _result("draft_model+grammar k=4", "draft_model", 4, 1.9, True),
+            ]
+        },
+        BASE,
+    )
     assert (won.method, won.grammar_drafting, won.label) == ("draft_model", True, "draft_model+grammar k=4")
     assert won.matches(BASE) and not won.matches(BASE.model_copy(update={"grammar_drafting": False}))
     recommend.write(path, won)
-    assert 'grammar_drafting = true' in path.read_text()
-    lost = recommend.choose({"toolcalls": [target, _result("draft_model k=4", "draft_model", 4, 1.9),
-                                           _result("draft_model+grammar k=4", "draft_model", 4, 1.3, True)]}, BASE)
+    assert "grammar_drafting = true" in path.read_text()
+    lost = recommend.choose(
+        {
+            "toolcalls": [
+                target,
+                _result("draft_model k=4", "draft_model", 4, 1.9),
+                _result("draft_model+grammar k=4", "draft_model", 4, 1.3, True),
+            ]
+        },
+        BASE,
+    )
     assert (lost.label, lost.grammar_drafting) == ("draft_model k=4", False)
     alone = recommend.choose({"toolcalls": [target, _result("draft_model k=4", "draft_model", 4, 1.9)]}, BASE)
     assert alone.grammar_drafting is None  # plain alone says nothing about grammar drafting
@@ -70,9 +98,17 @@ def test_the_recommendation_writes_grammar_drafting_only_when_it_was_compared(tm
 def _step(drafted, accepted, passes=None, grammar_drafts=0, dropped=0):
     tokens = [Token(id=i, text="x", verdict="accepted", grammar=i < grammar_drafts) for i in range(accepted)]
     tokens.append(Token(id=99, text="y", verdict="correction"))
-    return SpecStep(request_id="r", index=0, drafted=list(range(drafted)), accepted=accepted, tokens=tokens,
-                    rejected=list(range(drafted))[accepted:], draft_passes=passes,
-                    grammar_drafts=grammar_drafts, dropped_drafts=dropped)
+    return SpecStep(
+        request_id="r",
+        index=0,
+        drafted=list(range(drafted)),
+        accepted=accepted,
+        tokens=tokens,
+        rejected=list(range(drafted))[accepted:],
+        draft_passes=passes,
+        grammar_drafts=grammar_drafts,
+        dropped_drafts=dropped,
+    )
 
 
 def test_draft_passes_are_counted_as_run_and_estimated_only_for_old_sessions():

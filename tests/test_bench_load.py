@@ -15,10 +15,24 @@ def runs(ratios: dict[int, float], rounds: int = 2) -> list[LevelRun]:
     out = []
     for level, ratio in ratios.items():
         for rnd in range(rounds):
-            out.append(LevelRun(TARGET_ONLY, level, rnd, wall_s=10.0, tokens=100 * level, latencies_s=[1.0, 2.0],
-                                ttfts_s=[0.1]))
-            out.append(LevelRun("draft_model k=4", level, rnd, wall_s=10.0 / ratio, tokens=100 * level,
-                                latencies_s=[0.5, 0.7, 3.0], ttfts_s=[0.2], stats=SpecStats(), reconciled=True))
+            out.append(
+                LevelRun(
+                    TARGET_ONLY, level, rnd, wall_s=10.0, tokens=100 * level, latencies_s=[1.0, 2.0], ttfts_s=[0.1]
+                )
+            )
+            out.append(
+                LevelRun(
+                    "draft_model k=4",
+                    level,
+                    rnd,
+                    wall_s=10.0 / ratio,
+                    tokens=100 * level,
+                    latencies_s=[0.5, 0.7, 3.0],
+                    ttfts_s=[0.2],
+                    stats=SpecStats(),
+                    reconciled=True,
+                )
+            )
     return out
 
 
@@ -30,7 +44,8 @@ def test_each_level_is_paired_with_target_only_round_by_round():
     assert spec[1].p50_s == 0.7 and spec[1].p95_s == 3.0 and spec[1].reconciled is True
     assert crossover(results, "draft_model k=4") == 8
     assert verdict_line(results, "draft_model k=4").startswith(
-        "draft_model k=4 stops paying at concurrency 8: keep it on up to 4 in flight, off from 8 (2.00× at 1")
+        "draft_model k=4 stops paying at concurrency 8: keep it on up to 4 in flight, off from 8 (2.00× at 1"
+    )
 
 
 def test_a_dip_that_recovers_is_not_the_crossover_and_never_or_always_say_so():
@@ -42,12 +57,15 @@ def test_a_dip_that_recovers_is_not_the_crossover_and_never_or_always_say_so():
     assert verdict_line(never, "draft_model k=4").startswith("draft_model k=4 never pays here")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--concurrency", "0"], "bad --concurrency: each level must be >= 1"),
-    (["--concurrency", "two"], "bad --concurrency: 'two' (expected a comma-separated list)"),
-    (["--concurrency", "1,2", "--sanity"], "--sanity and --concurrency are separate runs; pick one"),
-    (["--concurrency", "1", "--workload", "prose,code"], "--concurrency takes one workload at a time"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--concurrency", "0"], "bad --concurrency: each level must be >= 1"),
+        (["--concurrency", "two"], "bad --concurrency: 'two' (expected a comma-separated list)"),
+        (["--concurrency", "1,2", "--sanity"], "--sanity and --concurrency are separate runs; pick one"),
+        (["--concurrency", "1", "--workload", "prose,code"], "--concurrency takes one workload at a time"),
+    ],
+)
 def test_bad_sweeps_are_one_line(capsys, argv, message):
     assert main(["bench", "--preset", "embedded", "--raw", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -56,8 +74,29 @@ def test_bad_sweeps_are_one_line(capsys, argv, message):
 
 @pytest.mark.engine
 def test_a_level_the_kv_cache_cannot_hold_says_how_many_fit(capsys):
-    assert main(["bench", "--preset", "embedded", "--raw", "--workload", "prose", "--concurrency", "1,100000",
-                 "--methods", "ngram", "--k", "2", "--repeats", "1", "--max-tokens", "16"]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "--preset",
+                "embedded",
+                "--raw",
+                "--workload",
+                "prose",
+                "--concurrency",
+                "1,100000",
+                "--methods",
+                "ngram",
+                "--k",
+                "2",
+                "--repeats",
+                "1",
+                "--max-tokens",
+                "16",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "concurrency 100000 does not fit the KV cache: " in err and "requests of up to" in err
 
@@ -68,16 +107,28 @@ def test_the_recommendation_per_load_names_each_levels_winner_and_where_to_turn_
     from specterm.engine.base import EngineConfig
 
     two = runs({1: 2.0, 4: 1.2, 8: 0.9, 16: 0.7})
-    ngram = [LevelRun(r.config.replace("draft_model k=4", "ngram k=2"), r.level, r.round,
-                      r.wall_s * (0.8 if r.level == 4 else 1.2), r.tokens, r.latencies_s, r.ttfts_s, r.stats, r.reconciled)
-             for r in runs({1: 1.5, 4: 1.4, 8: 0.95, 16: 0.8}) if r.config != TARGET_ONLY]
+    ngram = [
+        LevelRun(
+            r.config.replace("draft_model k=4", "ngram k=2"),
+            r.level,
+            r.round,
+            r.wall_s * (0.8 if r.level == 4 else 1.2),
+            r.tokens,
+            r.latencies_s,
+            r.ttfts_s,
+            r.stats,
+            r.reconciled,
+        )
+        for r in runs({1: 1.5, 4: 1.4, 8: 0.95, 16: 0.8})
+        if r.config != TARGET_ONLY
+    ]
     base = EngineConfig(target="/m/t", draft="/m/d")
     rec = recommend_per_load(summarize(two + ngram), base)
     assert rec.per_load == {"1": "draft_model k=4", "4": "ngram k=2", "8": "none", "16": "none"}
     assert rec.speculation_off_from == 8 and rec.concurrency == 1
     assert (rec.method, rec.k, rec.draft, rec.speedup) == ("draft_model", 4, "/m/d", 2.0)
     path = tmp_path / "config.toml"
-    path.write_text("# mine\n[engine]\ndtype = \"float32\"\n")
+    path.write_text('# mine\n[engine]\ndtype = "float32"\n')
     recommend.write(path, rec)
     back = recommend.read(path)
     assert back.per_load == rec.per_load and back.speculation_off_from == 8 and "# mine" in path.read_text()

@@ -15,10 +15,19 @@ BASE = EngineConfig(target="/m/target", draft="/m/draft")
 
 
 def result(method, k, speedup, rate=None):
-    return ConfigResult(label="target-only" if method is None else f"{method} k={k}", method=method, k=k,
-                        requests=3, output_tokens=90, tokens_per_s=Spread.of([rate] if rate else []),
-                        wall_s=None, ttft_s=None, step_s=None, steps_per_token=None,
-                        speedup=Spread.of([speedup]) if speedup else None)
+    return ConfigResult(
+        label="target-only" if method is None else f"{method} k={k}",
+        method=method,
+        k=k,
+        requests=3,
+        output_tokens=90,
+        tokens_per_s=Spread.of([rate] if rate else []),
+        wall_s=None,
+        ttft_s=None,
+        step_s=None,
+        steps_per_token=None,
+        speedup=Spread.of([speedup]) if speedup else None,
+    )
 
 
 @pytest.fixture()
@@ -29,41 +38,61 @@ def config_file(tmp_path, monkeypatch):
 
 
 def test_the_fastest_over_all_workloads_wins_by_geometric_mean():
-    per = {"agent": [result(None, 0, 1.0, 100.0), result("draft_model", 2, 1.9), result("draft_model", 4, 2.6),
-                     result("ngram", 4, 1.2)],
-           "prose": [result(None, 0, 1.0, 25.0), result("draft_model", 2, 1.3), result("draft_model", 4, 0.8),
-                     result("ngram", 4, None)]}  # ngram had no decode time on prose: not comparable
+    per = {
+        "agent": [
+            result(None, 0, 1.0, 100.0),
+            result("draft_model", 2, 1.9),
+            result("draft_model", 4, 2.6),
+            result("ngram", 4, 1.2),
+        ],
+        "prose": [
+            result(None, 0, 1.0, 25.0),
+            result("draft_model", 2, 1.3),
+            result("draft_model", 4, 0.8),
+            result("ngram", 4, None),
+        ],
+    }  # ngram had no decode time on prose: not comparable
     rec = recommend.choose(per, BASE)
     assert (rec.method, rec.k, rec.label) == ("draft_model", 2, "draft_model k=2")
     assert rec.speedup == pytest.approx((1.9 * 1.3) ** 0.5, abs=1e-3)
-    assert rec.candidates == {"draft_model k=2": pytest.approx(1.572, abs=1e-3),
-                              "draft_model k=4": pytest.approx(1.442, abs=1e-3)}
+    assert rec.candidates == {
+        "draft_model k=2": pytest.approx(1.572, abs=1e-3),
+        "draft_model k=4": pytest.approx(1.442, abs=1e-3),
+    }
     assert rec.target_only_tok_s == pytest.approx(50.0) and rec.workloads == ["agent", "prose"]
     assert rec.draft == "/m/draft"
 
 
 def test_nothing_beats_target_only_means_no_speculation():
-    rec = recommend.choose({"toolcalls": [result(None, 0, 1.0, 5.0), result("draft_model", 4, 0.64),
-                                          result("ngram", 4, 0.97)]}, BASE)
+    rec = recommend.choose(
+        {"toolcalls": [result(None, 0, 1.0, 5.0), result("draft_model", 4, 0.64), result("ngram", 4, 0.97)]}, BASE
+    )
     assert (rec.method, rec.k, rec.speedup, rec.label) == ("none", 0, 1.0, "no speculation")
 
 
 def test_written_to_the_config_file_keeping_the_users_comments_and_read_back_by_the_config_layers(config_file):
     config_file.parent.mkdir(parents=True)
-    config_file.write_text('# my settings\n[engine]\ndtype = "bfloat16"  # fast enough\nmethod = "ngram"\n\n'
-                           '[other]\nkeep = 1\n')
+    config_file.write_text(
+        '# my settings\n[engine]\ndtype = "bfloat16"  # fast enough\nmethod = "ngram"\n\n[other]\nkeep = 1\n'
+    )
     rec = recommend.choose({"agent": [result(None, 0, 1.0, 80.0), result("draft_model", 6, 2.1)]}, BASE)
     recommend.write(config_file, rec)
     text = config_file.read_text()
     assert "# my settings" in text and "# fast enough" in text and "keep = 1" in text
     cfg = resolve_engine_config({})
     assert (cfg.target, cfg.draft, cfg.method, cfg.num_speculative_tokens, cfg.dtype) == (
-        "/m/target", "/m/draft", "draft_model", 6, "bfloat16")
+        "/m/target",
+        "/m/draft",
+        "draft_model",
+        6,
+        "bfloat16",
+    )
     assert recommend.read(config_file) == rec and recommend.for_engine(cfg) == rec
     assert recommend.for_engine(cfg.model_copy(update={"num_speculative_tokens": 4})) is None  # not what was measured
     # "none" is target-only when read back (TOML has no null)
-    recommend.write(config_file, recommend.choose({"agent": [result(None, 0, 1.0, 80.0),
-                                                             result("draft_model", 6, 0.9)]}, BASE))
+    recommend.write(
+        config_file, recommend.choose({"agent": [result(None, 0, 1.0, 80.0), result("draft_model", 6, 0.9)]}, BASE)
+    )
     cfg = resolve_engine_config({})
     assert cfg.method is None and recommend.for_engine(cfg).label == "no speculation"
 

@@ -17,8 +17,19 @@ def rec(config, block, rnd, *, tokens=33, wall=1.0, ttft=0.1, step=0.01, steps=N
     stats.by_verdict["target"] = tokens
     if drafts:
         stats.accepted_per_pos = [accepted // k] * k
-    return RequestRecord(config=config, block=block, round=rnd, prompt=0, tokens=tokens, first_step_tokens=1,
-                         steps=steps or tokens, wall_s=wall, ttft_s=ttft, decode_step_s=[step] * 5, stats=stats)
+    return RequestRecord(
+        config=config,
+        block=block,
+        round=rnd,
+        prompt=0,
+        tokens=tokens,
+        first_step_tokens=1,
+        steps=steps or tokens,
+        wall_s=wall,
+        ttft_s=ttft,
+        decode_step_s=[step] * 5,
+        stats=stats,
+    )
 
 
 def test_spread_median_and_range():
@@ -56,12 +67,14 @@ def test_speedup_is_paired_per_round_then_median_and_range():
 def test_c_from_the_draft_timing_block_feeds_the_theory():
     spec, ngram = ConfigSpec("draft_model", 2), ConfigSpec("ngram", 2)
     records = [
-        rec(TARGET_ONLY, DRAFT_AS_TARGET, 0, step=0.010), rec(DRAFT_AS_TARGET, DRAFT_AS_TARGET, 0, step=0.004),
-        rec(TARGET_ONLY, DRAFT_AS_TARGET, 1, step=0.020), rec(DRAFT_AS_TARGET, DRAFT_AS_TARGET, 1, step=0.006),
-        rec(TARGET_ONLY, spec.label, 0, step=0.010), rec(spec.label, spec.label, 0, wall=0.6, step=0.016,
-                                                            drafts=10, k=2, accepted=15),
-        rec(TARGET_ONLY, ngram.label, 0, step=0.010), rec(ngram.label, ngram.label, 0, wall=0.8, step=0.012,
-                                                           drafts=10, k=2, accepted=10),
+        rec(TARGET_ONLY, DRAFT_AS_TARGET, 0, step=0.010),
+        rec(DRAFT_AS_TARGET, DRAFT_AS_TARGET, 0, step=0.004),
+        rec(TARGET_ONLY, DRAFT_AS_TARGET, 1, step=0.020),
+        rec(DRAFT_AS_TARGET, DRAFT_AS_TARGET, 1, step=0.006),
+        rec(TARGET_ONLY, spec.label, 0, step=0.010),
+        rec(spec.label, spec.label, 0, wall=0.6, step=0.016, drafts=10, k=2, accepted=15),
+        rec(TARGET_ONLY, ngram.label, 0, step=0.010),
+        rec(ngram.label, ngram.label, 0, wall=0.8, step=0.012, drafts=10, k=2, accepted=10),
     ]
     c = draft_cost_ratio(records)
     assert (c.median, c.lo, c.hi) == pytest.approx((0.35, 0.3, 0.4))
@@ -117,16 +130,32 @@ class FakeEngine:
 def test_runner_interleaves_and_swaps_order_and_closes_engines():
     log = []
     base = EngineConfig(target="t", draft="d")
-    runner = BenchRunner(base, {"w": ["p1", "p2"]}, [ConfigSpec("ngram", 2)], repeats=2,
-                         params=GenerationParams(max_tokens=3), loader=lambda c: FakeEngine(c, log))
+    runner = BenchRunner(
+        base,
+        {"w": ["p1", "p2"]},
+        [ConfigSpec("ngram", 2)],
+        repeats=2,
+        params=GenerationParams(max_tokens=3),
+        loader=lambda c: FakeEngine(c, log),
+    )
     records = runner.run()
     assert len(records) == runner.total_requests == 8
     measured = [(n, p) for n, p, mt in log if mt == 3]
-    assert measured == [(TARGET_ONLY, "p1"), ("ngram", "p1"), ("ngram", "p2"), (TARGET_ONLY, "p2"),
-                        ("ngram", "p1"), (TARGET_ONLY, "p1"), (TARGET_ONLY, "p2"), ("ngram", "p2")]
+    assert measured == [
+        (TARGET_ONLY, "p1"),
+        ("ngram", "p1"),
+        ("ngram", "p2"),
+        (TARGET_ONLY, "p2"),
+        ("ngram", "p1"),
+        (TARGET_ONLY, "p1"),
+        (TARGET_ONLY, "p2"),
+        ("ngram", "p2"),
+    ]
     assert [e for e in log if e[0] == "close"] == [("close", "ngram", 0), ("close", None, 0)]
     # each measured request starts from a cold prefix cache, on both sides
-    runs = [e for e in log if e[0] not in ("close", "suffix-reset") and e[2] != 4]  # (the 4-token warm-ups are not measured)
+    runs = [
+        e for e in log if e[0] not in ("close", "suffix-reset") and e[2] != 4
+    ]  # (the 4-token warm-ups are not measured)
     assert all(runs[i][0] == "reset" and runs[i + 1][0] != "reset" for i in range(0, len(runs), 2))
     assert [r[1] for r in runs[::2]] == [None, "ngram", "ngram", None, "ngram", None, None, "ngram"]
     assert {r.workload for r in records} == {"w"} and all(r.decode_tokens == 2 for r in records)
@@ -158,8 +187,12 @@ def test_report_renders_table_plot_and_svg(tmp_path):
     from specterm.bench.report import acceptance_table, results_table, speedup_plot, write_svg
 
     spec = ConfigSpec("draft_model", 4)
-    records = [rec(TARGET_ONLY, DRAFT_AS_TARGET, 0, step=0.01), rec(DRAFT_AS_TARGET, DRAFT_AS_TARGET, 0, step=0.003),
-               rec(TARGET_ONLY, spec.label, 0), rec(spec.label, spec.label, 0, wall=0.4, drafts=8, k=4, accepted=24)]
+    records = [
+        rec(TARGET_ONLY, DRAFT_AS_TARGET, 0, step=0.01),
+        rec(DRAFT_AS_TARGET, DRAFT_AS_TARGET, 0, step=0.003),
+        rec(TARGET_ONLY, spec.label, 0),
+        rec(spec.label, spec.label, 0, wall=0.4, drafts=8, k=4, accepted=24),
+    ]
     results = aggregate(records, [spec])
     console = Console(record=True, width=100, color_system=None)
     console.print(results_table(results), acceptance_table(results), speedup_plot(results))
@@ -177,12 +210,17 @@ def test_an_agent_turn_of_two_engine_requests_folds_into_one_record():
     def step(rid, i, n, wall):
         return SpecStep(request_id=rid, index=i, tokens=[Token(id=7, text="x", verdict="target")] * n, wall_s=wall)
 
-    events = [RequestStarted(request_id="a", prompt_tokens=500),
-              step("a", 0, 1, 0.5), step("a", 1, 3, 0.01), step("a", 2, 2, 0.01),
-              RequestFinished(request_id="a", output_tokens=6, wall_s=0.6, ttft_s=0.5, cached_tokens=0),
-              RequestStarted(request_id="b", prompt_tokens=540),
-              step("b", 0, 1, 0.3), step("b", 1, 1, 0.02),
-              RequestFinished(request_id="b", output_tokens=2, wall_s=0.4, ttft_s=0.3, cached_tokens=496)]
+    events = [
+        RequestStarted(request_id="a", prompt_tokens=500),
+        step("a", 0, 1, 0.5),
+        step("a", 1, 3, 0.01),
+        step("a", 2, 2, 0.01),
+        RequestFinished(request_id="a", output_tokens=6, wall_s=0.6, ttft_s=0.5, cached_tokens=0),
+        RequestStarted(request_id="b", prompt_tokens=540),
+        step("b", 0, 1, 0.3),
+        step("b", 1, 1, 0.02),
+        RequestFinished(request_id="b", output_tokens=2, wall_s=0.4, ttft_s=0.3, cached_tokens=496),
+    ]
     r = record_from_events(events, config="c", block="c", round=0, prompt=0, workload="agent")
     assert (r.tokens, r.steps, r.first_step_tokens, r.decode_tokens) == (8, 5, 2, 6)
     assert r.wall_s == pytest.approx(1.0) and r.ttft_s == 0.5
@@ -217,9 +255,15 @@ def test_ttft_by_agent_step_is_the_median_per_step_index_and_steps_after_the_fir
 @pytest.mark.parametrize("cold", [False, True])
 def test_suffix_tree_is_reset_after_the_warmup_and_before_each_unit_only_when_asked(cold):
     log = []
-    runner = BenchRunner(EngineConfig(target="t"), {"w": ["p1", "p2"]}, [ConfigSpec("suffix", 4)], repeats=2,
-                         params=GenerationParams(max_tokens=3), loader=lambda c: FakeEngine(c, log),
-                         suffix_cold=cold)
+    runner = BenchRunner(
+        EngineConfig(target="t"),
+        {"w": ["p1", "p2"]},
+        [ConfigSpec("suffix", 4)],
+        repeats=2,
+        params=GenerationParams(max_tokens=3),
+        loader=lambda c: FakeEngine(c, log),
+        suffix_cold=cold,
+    )
     runner.run()
     # the suffix engine's requests (logged by method) and its cache resets (logged with the method)
     suffix = [e[0] for e in log if "suffix" in (e[0], e[1]) and e[0] not in ("close", "reset")]

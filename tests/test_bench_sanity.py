@@ -20,9 +20,11 @@ def ident(st, temp=0.0, outputs=None, reference=None):
 
 
 def test_passes_at_full_acceptance_and_identical_outputs():
-    runs = [ident(stats(10, 4, [10, 10, 10, 10]), reference=[[1, 2]]),
-            ident(stats(10, 4, [10, 10, 10, 9]), temp=1.0),  # 39/40 = 97.5%: just below
-            SanityRun("lossless", "real draft", 0.0, stats(10, 4, [5, 3, 1, 0]), [[1, 2], [3]], [[1, 2], [3]])]
+    runs = [
+        ident(stats(10, 4, [10, 10, 10, 10]), reference=[[1, 2]]),
+        ident(stats(10, 4, [10, 10, 10, 9]), temp=1.0),  # 39/40 = 97.5%: just below
+        SanityRun("lossless", "real draft", 0.0, stats(10, 4, [5, 3, 1, 0]), [[1, 2], [3]], [[1, 2], [3]]),
+    ]
     violations = judge(runs)
     assert len(violations) == 1 and "97.5%" in violations[0].message  # only the 97.5% run
     assert judge(runs[:1]) == [] and judge(runs[2:]) == []  # low acceptance of a REAL draft is fine
@@ -52,8 +54,14 @@ def test_no_drafts_is_a_violation_not_a_pass():
 
 
 def test_mismatched_greedy_output_fails_with_prompt_and_position():
-    run = SanityRun("lossless", "draft_model k=4, real draft", 0.0, stats(10, 4, [5, 3, 1, 0]),
-                    outputs=[[1, 2, 3], [4, 5, 9, 9]], reference=[[1, 2, 3], [4, 5, 6, 7]])
+    run = SanityRun(
+        "lossless",
+        "draft_model k=4, real draft",
+        0.0,
+        stats(10, 4, [5, 3, 1, 0]),
+        outputs=[[1, 2, 3], [4, 5, 9, 9]],
+        reference=[[1, 2, 3], [4, 5, 6, 7]],
+    )
     (v,) = judge([run])
     assert v.check == "lossless greedy" and "prompt 2" in v.message and "token 2" in v.message
     short = SanityRun("lossless", "x", 0.0, stats(1, 1, [1]), outputs=[[1, 2]], reference=[[1, 2, 3]])
@@ -72,9 +80,18 @@ def test_signature_detector():
 def test_identical_draft_config_samples_drafts_from_the_target_itself():
     cfg = identical_draft_config("/m/target", 3)
     spec = cfg.extra_engine_args["speculative_config"]
-    assert (cfg.target, cfg.draft, cfg.method, cfg.num_speculative_tokens) == ("/m/target", "/m/target", "draft_model", 3)
-    assert spec == {"method": "draft_model", "model": "/m/target", "num_speculative_tokens": 3,
-                    "draft_sample_method": "probabilistic"}
+    assert (cfg.target, cfg.draft, cfg.method, cfg.num_speculative_tokens) == (
+        "/m/target",
+        "/m/target",
+        "draft_model",
+        3,
+    )
+    assert spec == {
+        "method": "draft_model",
+        "model": "/m/target",
+        "num_speculative_tokens": 3,
+        "draft_sample_method": "probabilistic",
+    }
 
 
 @pytest.mark.engine
@@ -86,8 +103,9 @@ def test_bench_sanity_cli_passes_at_temperatures_0_07_1_with_the_tiny_pair(tiny_
 
     target, draft = tiny_pair
     out = tmp_path / "sanity.json"
-    rc = main(["bench", "--sanity", "--temperatures", "0,0.7,1", "--target", target, "--draft", draft,
-               "--json", str(out)])
+    rc = main(
+        ["bench", "--sanity", "--temperatures", "0,0.7,1", "--target", target, "--draft", draft, "--json", str(out)]
+    )
     data = json.loads(out.read_text())
     assert rc == 0, data["violations"]
     assert data["ok"] and data["violations"] == []

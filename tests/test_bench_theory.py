@@ -9,12 +9,15 @@ import pytest
 from specterm.bench.theory import alpha_from_acceptance_length, expected_tokens_per_step, theoretical_speedup
 
 
-@pytest.mark.parametrize(("alpha", "k", "c", "expected"), [
-    (0.8, 4, 0.0, (1 - 0.8 ** 5) / 0.2),                 # free drafts: tokens per step
-    (0.8, 4, 0.05, (1 - 0.8 ** 5) / (0.2 * 1.2)),
-    (0.6, 2, 0.1, (1 - 0.6 ** 3) / (0.4 * 1.2)),
-    (0.0, 5, 0.1, 1 / 1.5),                                # nothing accepted: pure cost
-])
+@pytest.mark.parametrize(
+    ("alpha", "k", "c", "expected"),
+    [
+        (0.8, 4, 0.0, (1 - 0.8**5) / 0.2),  # free drafts: tokens per step
+        (0.8, 4, 0.05, (1 - 0.8**5) / (0.2 * 1.2)),
+        (0.6, 2, 0.1, (1 - 0.6**3) / (0.4 * 1.2)),
+        (0.0, 5, 0.1, 1 / 1.5),  # nothing accepted: pure cost
+    ],
+)
 def test_known_values(alpha, k, c, expected):
     assert theoretical_speedup(alpha, k, c) == pytest.approx(expected)
 
@@ -63,6 +66,6 @@ def test_alpha_clamps_outside_the_reachable_range():
 def test_alpha_is_not_the_acceptance_rate():
     # α = 0.8, k = 4: the expected acceptance rate is (α − α^5) / (k(1 − α)) ≈ 0.59, not 0.8.
     alpha, k = 0.8, 4
-    rate = (alpha - alpha ** 5) / (k * (1 - alpha))
+    rate = (alpha - alpha**5) / (k * (1 - alpha))
     assert math.isclose(rate, 0.5904, abs_tol=1e-4)
     assert alpha_from_acceptance_length(1 + rate * k, k) == pytest.approx(alpha)

@@ -12,8 +12,10 @@ from specterm.bench.workloads import RAW, chat_requests, describe, resolve
 from specterm.engine.chat import ChatPrompt, ChatTemplateError, PromptRenderer
 
 REPO = Path(__file__).resolve().parents[1]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 pytestmark = pytest.mark.engine  # needs transformers (engine extra)
 
@@ -72,7 +74,8 @@ def test_bench_cli_without_a_template_is_one_line_before_loading(tiny_pair, tmp_
     (bare / "chat_template.jinja").unlink()
     prompts = tmp_path / "p.txt"
     prompts.write_text("Hello there\n")
-    rc = main(["bench", "--prompts", str(prompts), "--target", str(bare), "--methods", "ngram", "--k", "2",
-               "--repeats", "1"])
+    rc = main(
+        ["bench", "--prompts", str(prompts), "--target", str(bare), "--methods", "ngram", "--k", "2", "--repeats", "1"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(err) == 1 and "--raw" in err[0]

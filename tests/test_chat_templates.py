@@ -12,8 +12,10 @@ import pytest
 from specterm.agent.prompt import agent_chat_template
 
 REPO = Path(__file__).resolve().parents[1]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def test_shipped_pair_carries_the_agent_template():
@@ -38,13 +40,17 @@ def test_agent_template_renders_exactly_the_trained_format(tokenizer, agent_name
 
     agent = load_agent(agent_name)
     renderer = PromptRenderer(tokenizer)
-    passages = [Passage(doc="runbook.md", text="Restart the worker, then check the queue.", score=0.7),
-                Passage(doc="faq.md", text="Refunds take 5 days.", score=0.5)]
-    history = [("user", "How many orders are there?"),
-               ("call", '{"tool":"query_sql","arguments":{"sql":"SELECT count(*) FROM orders"}}'),
-               ("result", "count(*)\n400\n(1 rows)"),
-               ("call", '{"tool":"query_sql","arguments":{"sql":"SELECT 1"}}'),
-               ("result", "error: no such table")]
+    passages = [
+        Passage(doc="runbook.md", text="Restart the worker, then check the queue.", score=0.7),
+        Passage(doc="faq.md", text="Refunds take 5 days.", score=0.5),
+    ]
+    history = [
+        ("user", "How many orders are there?"),
+        ("call", '{"tool":"query_sql","arguments":{"sql":"SELECT count(*) FROM orders"}}'),
+        ("result", "count(*)\n400\n(1 rows)"),
+        ("call", '{"tool":"query_sql","arguments":{"sql":"SELECT 1"}}'),
+        ("result", "error: no such table"),
+    ]
     for turns in (history[:1], history[:3], history):
         for ps in ([], passages):
             assert renderer.text(build_chat(agent, turns, ps)) == render_prompt(agent, turns, ps)
@@ -67,9 +73,11 @@ def test_tools_and_documents_are_folded_into_the_system_message_when_the_templat
     template = tmp_path / "chatml.jinja"
     template.write_text(CHATML)
     renderer = PromptRenderer(tokenizer, template_file=str(template))
-    chat = ChatPrompt(messages=[Message(role="system", content="Be brief."), Message(role="user", content="hi")],
-                      tools=[tool_spec("query_sql", "Run SQL.", {"type": "object", "properties": {"sql": {"type": "string"}}})],
-                      documents=[{"title": "faq.md", "text": "Refunds take 5 days."}])
+    chat = ChatPrompt(
+        messages=[Message(role="system", content="Be brief."), Message(role="user", content="hi")],
+        tools=[tool_spec("query_sql", "Run SQL.", {"type": "object", "properties": {"sql": {"type": "string"}}})],
+        documents=[{"title": "faq.md", "text": "Refunds take 5 days."}],
+    )
     text = renderer.text(chat)
     assert text.startswith("<|im_start|>system\nBe brief.\n\nTools:\n- query_sql: Run SQL.")
     assert "Context:\n[faq.md] Refunds take 5 days.<|im_end|>" in text
@@ -106,8 +114,16 @@ def _run_main(capsys, *argv):
 @pytest.mark.engine
 def test_run_plain_chat_on_the_agent_only_pair_is_one_line_and_records_nothing(capsys, tiny_pair, tmp_path):
     record = tmp_path / "s.jsonl"
-    rc, err = _run_main(capsys, "How many customers are from Japan?", "--target", tiny_pair[0],
-                        "--draft", tiny_pair[1], "--record", str(record))
+    rc, err = _run_main(
+        capsys,
+        "How many customers are from Japan?",
+        "--target",
+        tiny_pair[0],
+        "--draft",
+        tiny_pair[1],
+        "--record",
+        str(record),
+    )
     assert rc != 0 and len(err) == 1 and "only answers agent requests" in err[0], err
     assert not record.exists()
 
@@ -119,16 +135,26 @@ def test_run_without_a_template_says_raw_and_raw_works(capsys, tiny_pair, tmp_pa
     (target / "chat_template.jinja").unlink()
     rc, err = _run_main(capsys, "hi", "--target", str(target), "--no-spec", "--no-record")
     assert rc != 0 and len(err) == 1 and "--raw" in err[0], err
-    rc, err = _run_main(capsys, "The customer", "--raw", "--target", str(target), "--no-spec",
-                        "--max-tokens", "4", "--no-record")
+    rc, err = _run_main(
+        capsys, "The customer", "--raw", "--target", str(target), "--no-spec", "--max-tokens", "4", "--no-record"
+    )
     assert rc == 0, err
 
 
 @pytest.mark.engine
 def test_prompt_longer_than_the_context_is_one_line_naming_the_limit(capsys, tiny_pair, tmp_path):
     record = tmp_path / "s.jsonl"
-    rc, err = _run_main(capsys, "SELECT name FROM orders; " * 1200, "--raw", "--target", tiny_pair[0],
-                        "--draft", tiny_pair[1], "--record", str(record))
+    rc, err = _run_main(
+        capsys,
+        "SELECT name FROM orders; " * 1200,
+        "--raw",
+        "--target",
+        tiny_pair[0],
+        "--draft",
+        tiny_pair[1],
+        "--record",
+        str(record),
+    )
     assert rc != 0 and len(err) == 1, err
     assert "the model's context is 1024 tokens" in err[0] and "--max-model-len" in err[0]
     assert not record.exists()
@@ -149,7 +175,9 @@ def test_chat_opens_the_default_agent(monkeypatch):
 
     captured = {}
     monkeypatch.setattr(ui_app.SpecTermApp, "run", lambda self, *a, **kw: captured.update(app=self))
-    args = build_parser().parse_args(["chat", "--target", "/models/t", "--draft", "/models/d", "--no-gpu", "--no-record"])
+    args = build_parser().parse_args(
+        ["chat", "--target", "/models/t", "--draft", "/models/d", "--no-gpu", "--no-record"]
+    )
     assert args.agent == "sql_analyst"
     assert args.func(args) == 0
     assert captured["app"].session.header.agent == "sql_analyst"
@@ -165,8 +193,13 @@ def test_the_console_greets_a_newcomer_with_the_agent_and_a_question_at_80x24():
     from specterm.ui.testing import FakeEngine
 
     async def main():
-        app = make_app(engine=FakeEngine(), gpu=False, theme_dirs=(), deterministic=True,
-                       intro="Agent sql_analyst: answers questions.\nTry: How many customers are there?")
+        app = make_app(
+            engine=FakeEngine(),
+            gpu=False,
+            theme_dirs=(),
+            deterministic=True,
+            intro="Agent sql_analyst: answers questions.\nTry: How many customers are there?",
+        )
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             transcript = app.query_one("#transcript")

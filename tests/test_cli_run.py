@@ -77,15 +77,28 @@ def test_bad_config_file_names_the_file(capsys, tmp_path, monkeypatch, tiny_pair
 
 def _cli(*argv, env_extra=None):
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "specterm", *argv], capture_output=True,
-                          text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "specterm", *argv], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 @pytest.mark.engine
 def test_run_json_parses_line_by_line_as_events(tiny_pair, tmp_path):
     record = tmp_path / "rec.jsonl"
-    proc = _cli("run", "--json", "--raw", "--target", tiny_pair[0], "--draft", tiny_pair[1],
-                "--max-tokens", "24", "--record", str(record), "The customer alice placed")
+    proc = _cli(
+        "run",
+        "--json",
+        "--raw",
+        "--target",
+        tiny_pair[0],
+        "--draft",
+        tiny_pair[1],
+        "--max-tokens",
+        "24",
+        "--record",
+        str(record),
+        "The customer alice placed",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert isinstance(events[0], SessionStarted)
@@ -105,8 +118,21 @@ def test_run_json_parses_line_by_line_as_events(tiny_pair, tmp_path):
 @pytest.mark.engine
 def test_temperature_above_zero_on_cpu_runs_without_warning(tiny_pair):
     """The CPU build's T > 0 bug is fixed in-process (vllm_patches), so nothing warns."""
-    proc = _cli("run", "--target", tiny_pair[0], "--draft", tiny_pair[1], "--max-tokens", "16",
-                "--temperature", "1.0", "--no-record", "--raw", "Runbook:", env_extra={"NO_COLOR": "1"})
+    proc = _cli(
+        "run",
+        "--target",
+        tiny_pair[0],
+        "--draft",
+        tiny_pair[1],
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "1.0",
+        "--no-record",
+        "--raw",
+        "Runbook:",
+        env_extra={"NO_COLOR": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "warning" not in proc.stderr
     assert "acceptance" in proc.stdout  # the summary line still prints

@@ -24,8 +24,9 @@ def test_side_specs_and_order():
     assert order(3) == ["a", "b", "b", "a", "a", "b"]
 
 
-@pytest.mark.parametrize("spec, needle", [("k=four", "k must be an integer"), ("speed=3", "unknown key"),
-                                          ("method", "key=value")])
+@pytest.mark.parametrize(
+    "spec, needle", [("k=four", "k must be an integer"), ("speed=3", "unknown key"), ("method", "key=value")]
+)
 def test_bad_side_spec_is_one_line(capsys, spec, needle):
     rc = main(["compare", "hi", "--a", spec, "--b", "method=none", "--no-record"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -93,8 +94,24 @@ def test_two_tokenizers_are_refused_before_loading(capsys, tmp_path, tiny_pair, 
     target, draft = tiny_pair
     other = retokenized(target, "other-target")
     record = tmp_path / "s.jsonl"
-    rc = main(["compare", "hi", "--raw", "--target", target, "--draft", draft, "--a", f"target={other}",
-               "--b", "method=none", "--headless", "--record", str(record)])
+    rc = main(
+        [
+            "compare",
+            "hi",
+            "--raw",
+            "--target",
+            target,
+            "--draft",
+            draft,
+            "--a",
+            f"target={other}",
+            "--b",
+            "method=none",
+            "--headless",
+            "--record",
+            str(record),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(err) == 1 and err[0].startswith("specterm: error: ")
     assert "two sides use different tokenizers" in err[0]
@@ -105,9 +122,26 @@ def test_two_tokenizers_are_refused_before_loading(capsys, tmp_path, tiny_pair, 
 def test_compare_real_engine_greedy_identical_and_replayable(capsys, tmp_path, tiny_pair):
     target, draft = tiny_pair
     record = tmp_path / "cmp.jsonl"
-    rc = main(["compare", "The customer alice placed", "--raw", "--target", target, "--draft", draft,
-               "--a", "method=draft_model,k=4", "--b", "method=none", "--max-tokens", "16",
-               "--json", "--record", str(record)])
+    rc = main(
+        [
+            "compare",
+            "The customer alice placed",
+            "--raw",
+            "--target",
+            target,
+            "--draft",
+            draft,
+            "--a",
+            "method=draft_model,k=4",
+            "--b",
+            "method=none",
+            "--max-tokens",
+            "16",
+            "--json",
+            "--record",
+            str(record),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     figures = json.loads(out)
@@ -120,8 +154,10 @@ def test_compare_real_engine_greedy_identical_and_replayable(capsys, tmp_path, t
     # One session file: both lanes, same token ids, and it replays as a compare.
     data = read_session(record)
     assert is_compare(data.header)
-    ids = {lane: [t.id for e in data.events if isinstance(e, SpecStep) and e.lane == lane for t in e.tokens]
-           for lane in ("a", "b")}
+    ids = {
+        lane: [t.id for e in data.events if isinstance(e, SpecStep) and e.lane == lane for t in e.tokens]
+        for lane in ("a", "b")
+    }
     assert ids["a"] == ids["b"] and len(ids["a"]) == 16
     assert {e.lane for e in data.events if e.type != "session_ended"} == {"a", "b"}
     # Both engines alive in one process: side A's verdicts still reconcile with its own vLLM counters.

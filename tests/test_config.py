@@ -27,8 +27,9 @@ def test_file_then_environment_then_flags(config_file, monkeypatch):
     assert resolve_engine_config({}).method is None
 
 
-@pytest.mark.parametrize(("where", "expected"), [("file", "config.toml"), ("env", "environment"),
-                                                 ("flag", "command line")])
+@pytest.mark.parametrize(
+    ("where", "expected"), [("file", "config.toml"), ("env", "environment"), ("flag", "command line")]
+)
 def test_a_bad_value_names_its_layer(config_file, monkeypatch, where, expected):
     config_file.write_text('[engine]\ntarget = "/m/t"\n' + ("num_speculative_tokens = 99\n" if where == "file" else ""))
     if where == "env":
@@ -73,8 +74,9 @@ def test_eager_only_on_the_cpu_build(monkeypatch, build, eager):
 
     monkeypatch.setattr(vllm_engine, "vllm_build", lambda: build)
     pair = embedded_pair_dir()
-    args = vllm_engine._engine_args(EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"),
-                                                 method="draft_model"))
+    args = vllm_engine._engine_args(
+        EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model")
+    )
     assert args.enforce_eager is eager
 
 

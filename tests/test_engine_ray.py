@@ -30,11 +30,17 @@ def _cpu_build() -> bool:
     return vllm_build() == "cpu"
 
 
-pytestmark = [pytest.mark.engine, pytest.mark.skipif(
-    os.environ.get("SPECTERM_RAY_TEST") != "1" or shutil.which("ray", path=str(Path(sys.executable).parent)) is None,
-    reason="opt-in: SPECTERM_RAY_TEST=1 and `pip install ray` (a two-node local Ray cluster, minutes on 2 cores)"),
-    pytest.mark.skipif(_cpu_build(), reason="vLLM's CPU build does not support the Ray executor "
-                                            "(vllm-project/vllm issue 21602)")]
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(
+        os.environ.get("SPECTERM_RAY_TEST") != "1"
+        or shutil.which("ray", path=str(Path(sys.executable).parent)) is None,
+        reason="opt-in: SPECTERM_RAY_TEST=1 and `pip install ray` (a two-node local Ray cluster, minutes on 2 cores)",
+    ),
+    pytest.mark.skipif(
+        _cpu_build(), reason="vLLM's CPU build does not support the Ray executor (vllm-project/vllm issue 21602)"
+    ),
+]
 
 PROMPTS = ['{"tool": "query_sql", "arguments": {"sql": "SELECT', "The shop sells", "SELECT count(*) FROM"]
 
@@ -53,15 +59,38 @@ def cluster(tmp_path_factory):
     port = _free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(tmp)}
     common = ["--num-cpus", "1", "--num-gpus", "0", "--block", "--disable-usage-stats"]
-    head = subprocess.Popen([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                             "--temp-dir", str(tmp / "t"), "--include-dashboard", "false", *common],
-                            env=env, stdout=open(tmp / "head.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    head = subprocess.Popen(
+        [
+            ray,
+            "start",
+            "--head",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--temp-dir",
+            str(tmp / "t"),
+            "--include-dashboard",
+            "false",
+            *common,
+        ],
+        env=env,
+        stdout=open(tmp / "head.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     nodes = [head]
     try:
         time.sleep(8)
-        nodes.append(subprocess.Popen([ray, "start", "--address", f"127.0.0.1:{port}", "--node-ip-address",
-                                       "127.0.0.1", *common], env=env, stdout=open(tmp / "node.log", "w"),
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        nodes.append(
+            subprocess.Popen(
+                [ray, "start", "--address", f"127.0.0.1:{port}", "--node-ip-address", "127.0.0.1", *common],
+                env=env,
+                stdout=open(tmp / "node.log", "w"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         import ray as ray_api
 
         for _ in range(60):  # bounded: both nodes alive
@@ -106,8 +135,9 @@ def test_tensor_parallel_over_a_two_node_ray_cluster_is_exact(cluster, monkeypat
     from specterm.paths import embedded_pair_dir
 
     pair = embedded_pair_dir()
-    base = EngineConfig(target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model",
-                        num_speculative_tokens=4)
+    base = EngineConfig(
+        target=str(pair / "target"), draft=str(pair / "draft"), method="draft_model", num_speculative_tokens=4
+    )
     alone = _run(base, PROMPTS)
     monkeypatch.setenv("RAY_ADDRESS", cluster)
     spread = _run(base.model_copy(update={"tensor_parallel_size": 2, "distributed_executor_backend": "ray"}), PROMPTS)

@@ -23,7 +23,8 @@ except ImportError:
     HAS_SUFFIX = False
 
 needs_suffix = pytest.mark.skipif(
-    not HAS_SUFFIX, reason="arctic-inference is not installed (pip install 'specterm[suffix]')")
+    not HAS_SUFFIX, reason="arctic-inference is not installed (pip install 'specterm[suffix]')"
+)
 
 PROMPTS = [*ENGINE_CHECK, RAW["toolcalls"][2]]
 MAX_TOKENS = 32
@@ -37,8 +38,13 @@ def test_suffix_knobs_are_validated_and_reach_vllms_speculative_config(tiny_pair
 
     with pytest.raises(ValidationError):
         EngineConfig(target="t", method="suffix", suffix_decoding_min_token_prob=1.5)
-    config = EngineConfig(target=tiny_pair[0], method="suffix", num_speculative_tokens=8,
-                          suffix_decoding_max_tree_depth=16, suffix_decoding_min_token_prob=0.2)
+    config = EngineConfig(
+        target=tiny_pair[0],
+        method="suffix",
+        num_speculative_tokens=8,
+        suffix_decoding_max_tree_depth=16,
+        suffix_decoding_min_token_prob=0.2,
+    )
     spec = _engine_args(config).speculative_config
     assert spec["method"] == "suffix" and spec["num_speculative_tokens"] == 8 and "model" not in spec
     assert {k: spec[k] for k in SUFFIX_KNOBS} == {k: getattr(config, k) for k in SUFFIX_KNOBS}
@@ -52,12 +58,26 @@ def test_cli_flags_and_environment_set_the_suffix_knobs(monkeypatch, tiny_pair):
     p = argparse.ArgumentParser()
     add_engine_args(p)
     monkeypatch.setenv("SPECTERM_SUFFIX_DECODING_MAX_SPEC_FACTOR", "2.5")
-    args = p.parse_args(["--target", tiny_pair[0], "--method", "suffix",
-                         "--suffix-decoding-max-tree-depth", "12", "--suffix-decoding-max-cached-requests", "0"])
+    args = p.parse_args(
+        [
+            "--target",
+            tiny_pair[0],
+            "--method",
+            "suffix",
+            "--suffix-decoding-max-tree-depth",
+            "12",
+            "--suffix-decoding-max-cached-requests",
+            "0",
+        ]
+    )
     config = engine_config_from_args(args)
     assert config.method == "suffix"
-    assert (config.suffix_decoding_max_tree_depth, config.suffix_decoding_max_cached_requests,
-            config.suffix_decoding_max_spec_factor, config.suffix_decoding_min_token_prob) == (12, 0, 2.5, 0.1)
+    assert (
+        config.suffix_decoding_max_tree_depth,
+        config.suffix_decoding_max_cached_requests,
+        config.suffix_decoding_max_spec_factor,
+        config.suffix_decoding_min_token_prob,
+    ) == (12, 0, 2.5, 0.1)
 
 
 def test_without_arctic_inference_method_suffix_is_one_line_naming_the_install(monkeypatch, tiny_pair):
@@ -136,7 +156,7 @@ def test_suffix_verdicts_reconcile_and_drafts_vary_per_step(suffix_runs):
             for s in steps:
                 lengths.add(len(s.drafted))
                 accepted += s.accepted
-                assert s.rejected == s.drafted[s.accepted:]
+                assert s.rejected == s.drafted[s.accepted :]
                 if not s.drafted:
                     assert {t.verdict for t in s.tokens} == {"target"}
     assert 0 in lengths and len(lengths) > 2  # a variable number of drafts, k = 0 steps included

@@ -40,8 +40,9 @@ def test_grammar_invalidated_slots_make_the_last_token_a_correction():
 
 def _step(drafted, accepted, n_tokens):
     toks = [Token(id=i, text="x", verdict="accepted") for i in range(n_tokens)]
-    return SpecStep(request_id="r", index=0, drafted=drafted, accepted=accepted, tokens=toks,
-                    rejected=drafted[accepted:])
+    return SpecStep(
+        request_id="r", index=0, drafted=drafted, accepted=accepted, tokens=toks, rejected=drafted[accepted:]
+    )
 
 
 def test_stats_follow_vllm_definitions():
@@ -58,11 +59,13 @@ def test_stats_follow_vllm_definitions():
 
 def _metrics(drafts, tokens, accepted, per_pos):
     m = SimpleNamespace
-    return [m(name="vllm:spec_decode_num_drafts", value=drafts),
-            m(name="vllm:spec_decode_num_draft_tokens", value=tokens),
-            m(name="vllm:spec_decode_num_accepted_tokens", value=accepted),
-            m(name="vllm:spec_decode_num_accepted_tokens_per_pos", values=per_pos),
-            m(name="vllm:unrelated", value=99)]
+    return [
+        m(name="vllm:spec_decode_num_drafts", value=drafts),
+        m(name="vllm:spec_decode_num_draft_tokens", value=tokens),
+        m(name="vllm:spec_decode_num_accepted_tokens", value=accepted),
+        m(name="vllm:spec_decode_num_accepted_tokens_per_pos", values=per_pos),
+        m(name="vllm:unrelated", value=99),
+    ]
 
 
 def test_reconcile_matches_and_detects_disagreement():
@@ -80,8 +83,9 @@ def test_reconcile_matches_and_detects_disagreement():
     assert any(p.startswith("accepted:") for p in problems)
     assert any(p.startswith("accepted_per_pos") for p in problems)
 
-    _, _, problems = reconcile(stats, per_step, before, after,
-                               SimpleNamespace(per_step_drafted=[4], per_step_accepted=[3]))
+    _, _, problems = reconcile(
+        stats, per_step, before, after, SimpleNamespace(per_step_drafted=[4], per_step_accepted=[3])
+    )
     assert any("per-step" in p for p in problems)
 
 

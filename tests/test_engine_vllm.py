@@ -86,7 +86,7 @@ def test_every_step_obeys_the_verdict_invariants(outputs, method):
         for i, s in enumerate(steps):
             verdicts = [t.verdict for t in s.tokens]
             seen.update(verdicts)
-            assert s.rejected == s.drafted[s.accepted:]
+            assert s.rejected == s.drafted[s.accepted :]
             if not s.drafted:
                 assert set(verdicts) == {"target"}
                 continue
@@ -142,8 +142,7 @@ def spec_engine(tiny_pair):
 
 def test_json_schema_request_is_schema_valid_with_speculation(spec_engine):
     events = []
-    finished = spec_engine.generate(
-        "Call a tool:", GenerationParams(max_tokens=120, json_schema=SCHEMA), events.append)
+    finished = spec_engine.generate("Call a tool:", GenerationParams(max_tokens=120, json_schema=SCHEMA), events.append)
     assert finished.finish_reason == "stop"
     jsonschema.validate(json.loads(finished.text), SCHEMA)
     counters = [e for e in events if isinstance(e, EngineCounters)]

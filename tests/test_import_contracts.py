@@ -17,8 +17,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _lint(root: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("lint-imports")
-    return subprocess.run([str(exe), "--config", str(root / "pyproject.toml"), "--no-cache"],
-                          capture_output=True, text=True, cwd=root, timeout=120, env=env)
+    return subprocess.run(
+        [str(exe), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=120,
+        env=env,
+    )
 
 
 def test_core_packages_never_import_textual_or_the_ui():

@@ -18,9 +18,11 @@ from specterm import paths
 from specterm.models.fetch import FetchError, ensure_smollm2
 
 USER_DIRS = [Path(d("specterm")) for d in (user_cache_dir, user_config_dir, user_data_dir)]
-PATHS_CODE = ("import json; from specterm import paths as p; print(json.dumps({k: str(v) for k, v in dict("
-              "cache=p.cache_dir(), models=p.models_dir(), data=p.data_dir(), config=p.config_file(), "
-              "themes=p.user_theme_dirs()[0], log=p.engine_log_file(), agent=p.agent_cache_dir('a')).items()}))")
+PATHS_CODE = (
+    "import json; from specterm import paths as p; print(json.dumps({k: str(v) for k, v in dict("
+    "cache=p.cache_dir(), models=p.models_dir(), data=p.data_dir(), config=p.config_file(), "
+    "themes=p.user_theme_dirs()[0], log=p.engine_log_file(), agent=p.agent_cache_dir('a')).items()}))"
+)
 
 
 def test_models_dir_follows_its_variable_else_sits_in_the_cache(tmp_path, monkeypatch):
@@ -39,9 +41,18 @@ def _outside_the_users_dirs(where: dict[str, str]) -> None:
 
 
 def test_a_test_and_its_subprocesses_see_no_users_directory(tmp_path):
-    here = {k: str(v) for k, v in dict(
-        cache=paths.cache_dir(), models=paths.models_dir(), data=paths.data_dir(), config=paths.config_file(),
-        themes=paths.user_theme_dirs()[0], log=paths.engine_log_file(), agent=paths.agent_cache_dir("a")).items()}
+    here = {
+        k: str(v)
+        for k, v in dict(
+            cache=paths.cache_dir(),
+            models=paths.models_dir(),
+            data=paths.data_dir(),
+            config=paths.config_file(),
+            themes=paths.user_theme_dirs()[0],
+            log=paths.engine_log_file(),
+            agent=paths.agent_cache_dir("a"),
+        ).items()
+    }
     _outside_the_users_dirs(here)
     assert here["models"] == str(TEST_MODELS_DIR) and here["data"].startswith(str(tmp_path))
     assert paths.config_file().read_text() == "" and not paths.user_theme_dirs()[0].exists()
@@ -57,8 +68,15 @@ def module_env():
 
 
 def test_module_fixtures_see_the_session_environment(module_env):
-    for name in ("SPECTERM_CACHE_DIR", "SPECTERM_MODELS_DIR", "SPECTERM_DATA_DIR", "SPECTERM_CONFIG",
-                 "SPECTERM_THEME_DIR", "VLLM_CACHE_ROOT", "VLLM_CONFIG_ROOT"):
+    for name in (
+        "SPECTERM_CACHE_DIR",
+        "SPECTERM_MODELS_DIR",
+        "SPECTERM_DATA_DIR",
+        "SPECTERM_CONFIG",
+        "SPECTERM_THEME_DIR",
+        "VLLM_CACHE_ROOT",
+        "VLLM_CONFIG_ROOT",
+    ):
         assert module_env.get(name), name
     _outside_the_users_dirs({k: v for k, v in module_env.items() if k.startswith("SPECTERM_")})
     home = Path.home()

@@ -54,8 +54,10 @@ def test_corpus_in_a_models_own_chat_format(tmp_path):
     from specterm.models.corpus import Render, generate
 
     template = tmp_path / "chatml.jinja"
-    template.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    template.write_text(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     renderer = PromptRenderer(AutoTokenizer.from_pretrained(ROOT / "target"), template_file=str(template))
     render = Render.chat(renderer, end="<|im_end|>")  # this tokenizer's EOS is not the template's
     ts = generate(seed=1, n_sql=12, n_ops=6, render=render)
@@ -88,8 +90,13 @@ def runs():
 
     out = {}
     for method in ("draft_model", None):
-        config = EngineConfig(target=str(ROOT / "target"), draft=str(ROOT / "draft"), method=method,
-                              num_speculative_tokens=4, dtype="float32")
+        config = EngineConfig(
+            target=str(ROOT / "target"),
+            draft=str(ROOT / "draft"),
+            method=method,
+            num_speculative_tokens=4,
+            dtype="float32",
+        )
         with load_engine(config) as engine:
             for agent_name, q in QUESTIONS:
                 events: list = []
@@ -132,8 +139,14 @@ def test_multistep_sql_question_is_answered(runs):
     from specterm.agent.tools import ToolBox
 
     assert [c.tool for c in result.calls][-1] == "query_sql" and result.answer is not None
-    gold = ToolBox(load_agent("sql_analyst")).db().query(
-        "SELECT p.category FROM payments pay JOIN orders o ON pay.order_id = o.id JOIN products p "
-        "ON o.product_id = p.id WHERE pay.status = 'captured' GROUP BY p.category "
-        "ORDER BY sum(pay.amount) DESC LIMIT 1")[0].split("\n")[1]
+    gold = (
+        ToolBox(load_agent("sql_analyst"))
+        .db()
+        .query(
+            "SELECT p.category FROM payments pay JOIN orders o ON pay.order_id = o.id JOIN products p "
+            "ON o.product_id = p.id WHERE pay.status = 'captured' GROUP BY p.category "
+            "ORDER BY sum(pay.amount) DESC LIMIT 1"
+        )[0]
+        .split("\n")[1]
+    )
     assert len(result.calls) >= 3 and gold in result.answer

@@ -21,8 +21,16 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_sessions" / "sql_agent_multistep.jsonl"
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps dialling Google services (refused here).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _serve_error(capsys, *argv):
@@ -51,16 +59,37 @@ def test_bad_flags_fail_before_serving(capsys, tmp_path):
 def test_served_command_is_chat_with_the_chat_flags_only():
     from specterm.cli.serve import chat_command
 
-    args = build_parser().parse_args(["serve", "--port", "9001", "--host", "0.0.0.0", "--agent", "none", "--raw",
-                                      "-k", "3", "--theme-file", "my theme.toml", "--no-record", "--target", "/m/t"])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--port",
+            "9001",
+            "--host",
+            "0.0.0.0",
+            "--agent",
+            "none",
+            "--raw",
+            "-k",
+            "3",
+            "--theme-file",
+            "my theme.toml",
+            "--no-record",
+            "--target",
+            "/m/t",
+        ]
+    )
     command = chat_command(args)
     assert command.startswith("trap '' INT; exec ")  # Ctrl+C is the server's; it quits the apps itself
     argv = shlex.split(command.removeprefix("trap '' INT; exec "))
     assert argv[:4] == [sys.executable, "-m", "specterm", "chat"]
     rest = argv[4:]
     assert {"--raw", "--no-record"} <= set(rest) and "--port" not in rest and "--host" not in rest
-    for flag, value in (("--agent", "none"), ("--num-speculative-tokens", "3"), ("--theme-file", "my theme.toml"),
-                        ("--target", "/m/t")):
+    for flag, value in (
+        ("--agent", "none"),
+        ("--num-speculative-tokens", "3"),
+        ("--theme-file", "my theme.toml"),
+        ("--target", "/m/t"),
+    ):
         assert rest[rest.index(flag) + 1] == value
     assert "--max-tokens" not in rest  # defaults are left to chat itself
 
@@ -106,7 +135,9 @@ def _verdict_colours() -> dict[int, str]:
     from specterm.ui.theming import DEFAULT_THEME, load_builtin_themes
 
     theme = {t.name: t for t in load_builtin_themes()}[DEFAULT_THEME]
-    return {int(theme.variables[f"token-{v}"].lstrip("#"), 16): v for v in ("accepted", "correction", "bonus", "target")}
+    return {
+        int(theme.variables[f"token-{v}"].lstrip("#"), 16): v for v in ("accepted", "correction", "bonus", "target")
+    }
 
 
 def _left(row) -> list[tuple[str, int]]:
@@ -129,23 +160,48 @@ def _answer_cells(rows) -> list[tuple[str, int]] | None:
     end = next((i for i in range(start + 1, len(texts)) if "tok/s" in texts[i]), None)
     if end is None:
         return None
-    return [(c, fg) for row in rows[start + 1:end] for c, fg in _left(row) if c.strip() and c != "▌"]
+    return [(c, fg) for row in rows[start + 1 : end] for c, fg in _left(row) if c.strip() and c != "▌"]
 
 
 @pytest.mark.engine
 def test_browser_prompt_streams_verdict_coloured_tokens(tiny_pair, tmp_path):
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; make test "
-                    "installs it where it can: scripts/install_chromium.sh)")
+        pytest.skip(
+            f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; make test "
+            "installs it where it can: scripts/install_chromium.sh)"
+        )
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra has it)")
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     log = tmp_path / "serve.log"
     server = subprocess.Popen(
-        [sys.executable, "-m", "specterm", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--target", tiny_pair[0], "--draft", tiny_pair[1], "--agent", "none", "--raw", "--max-tokens", "24",
-         "--no-gpu", "--no-record"],
-        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "specterm",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--target",
+            tiny_pair[0],
+            "--draft",
+            tiny_pair[1],
+            "--agent",
+            "none",
+            "--raw",
+            "--max-tokens",
+            "24",
+            "--no-gpu",
+            "--no-record",
+        ],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        start_new_session=True,
+    )
     colours = _verdict_colours()
     try:
         with sync_api.sync_playwright() as pw:
@@ -163,9 +219,11 @@ def test_browser_prompt_streams_verdict_coloured_tokens(tiny_pair, tmp_path):
                     page.wait_for_timeout(300)
             page.wait_for_function("() => window.__specterm_terminal !== undefined", timeout=60_000)
             # The header says "ready" once this tab's own engine is up.
-            page.wait_for_function("""() => { const l = window.__specterm_terminal.buffer.active.getLine(0);
+            page.wait_for_function(
+                """() => { const l = window.__specterm_terminal.buffer.active.getLine(0);
                 const t = l ? l.translateToString(true) : ''; return t.includes('ready') && !t.includes('starting'); }""",
-                                   timeout=300_000)
+                timeout=300_000,
+            )
             page.locator("textarea.xterm-helper-textarea").focus()
             page.keyboard.type("The customer alice placed")
             page.keyboard.press("Enter")

@@ -34,9 +34,17 @@ def _record(path: Path, events) -> Path:
 
 HOSTILE = [
     UserMessage(t=0.0, request_id="u", text="hi \x1b]0;title\x07 [bold]there[/bold]"),
-    SpecStep(t=0.1, request_id="r", index=0, drafted=[1], accepted=1,
-             tokens=[Token(id=1, text="\x1b[2J\x1b]8;;http://evil\x07link", verdict="accepted"),
-                     Token(id=2, text="[red]not red[/red]", verdict="bonus")]),
+    SpecStep(
+        t=0.1,
+        request_id="r",
+        index=0,
+        drafted=[1],
+        accepted=1,
+        tokens=[
+            Token(id=1, text="\x1b[2J\x1b]8;;http://evil\x07link", verdict="accepted"),
+            Token(id=2, text="[red]not red[/red]", verdict="bonus"),
+        ],
+    ),
     ToolCall(t=0.2, request_id="r", step=0, name="lookup\x1b[5m", raw='{"q": "\x9b31m"}'),
 ]
 
@@ -82,8 +90,13 @@ def test_no_color_is_respected(tmp_path, capsys, monkeypatch):
 
 def test_reader_warnings_go_to_stderr_one_line_each(tmp_path, capsys):
     path = tmp_path / "damaged.jsonl"
-    lines = [dump_event(synthetic_header()), '{"type": "hologram"}', "garbage \x1b[31m",
-             dump_event(UserMessage(t=0, request_id="u", text="hi")), '{"type": "user_mess']
+    lines = [
+        dump_event(synthetic_header()),
+        '{"type": "hologram"}',
+        "garbage \x1b[31m",
+        dump_event(UserMessage(t=0, request_id="u", text="hi")),
+        '{"type": "user_mess',
+    ]
     path.write_text("\n".join(lines))
     assert main(["replay", str(path), "--headless"]) == 0
     err = capsys.readouterr().err.splitlines()
@@ -107,9 +120,19 @@ def test_unreadable_file_is_one_error_line_and_non_zero(tmp_path, capsys, conten
 
 
 def test_missing_file_via_the_real_entry_point(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "import sys; from specterm.cli import main; sys.exit(main())",
-                           "replay", str(tmp_path / "none.jsonl")], capture_output=True, text=True, cwd=REPO,
-                          timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from specterm.cli import main; sys.exit(main())",
+            "replay",
+            str(tmp_path / "none.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert proc.stderr.strip() == f"specterm: error: {tmp_path / 'none.jsonl'}: no such file"
     assert "Traceback" not in proc.stderr
@@ -167,8 +190,20 @@ def test_speed_values(tmp_path, capsys, speed):
 def test_a_full_disk_on_stdout_is_one_error_line(tmp_path, flags):
     path = _record(tmp_path / "s.jsonl", synthetic_session(200)[1])
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-c", "import sys; from specterm.cli import main; sys.exit(main())",
-                               "replay", str(path), *flags], stdout=full, stderr=subprocess.PIPE, text=True,
-                              cwd=REPO, timeout=60)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from specterm.cli import main; sys.exit(main())",
+                "replay",
+                str(path),
+                *flags,
+            ],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+        )
     assert proc.returncode != 0
     assert proc.stderr.strip() == "specterm: error: cannot write the output: No space left on device"

@@ -17,8 +17,15 @@ def _write(tmp_path, *objs) -> str:
     return path
 
 
-STEP = {"type": "spec_step", "t": 0.1, "request_id": "r", "index": 0, "drafted": [5], "accepted": 1,
-        "tokens": [{"id": 5, "text": "hi", "verdict": "accepted"}, {"id": 6, "text": "!", "verdict": "bonus"}]}
+STEP = {
+    "type": "spec_step",
+    "t": 0.1,
+    "request_id": "r",
+    "index": 0,
+    "drafted": [5],
+    "accepted": 1,
+    "tokens": [{"id": 5, "text": "hi", "verdict": "accepted"}, {"id": 6, "text": "!", "verdict": "bonus"}],
+}
 
 
 def test_current_version_reads_without_migration(tmp_path):

@@ -103,8 +103,9 @@ def test_the_real_engine_gives_the_same_verdicts_and_tokens_in_its_own_process(t
     from specterm.session.synthetic import synthetic_header
 
     target, draft = tiny_pair
-    config = EngineConfig(target=target, draft=draft, method="draft_model", num_speculative_tokens=3,
-                          dtype="float32", max_model_len=256)
+    config = EngineConfig(
+        target=target, draft=draft, method="draft_model", num_speculative_tokens=3, dtype="float32", max_model_len=256
+    )
     runner = partial(make_runner, params=GenerationParams(max_tokens=40), raw=True)
     prompts = ["The quick brown fox", "Once upon a time"]
 
@@ -113,8 +114,13 @@ def test_the_real_engine_gives_the_same_verdicts_and_tokens_in_its_own_process(t
         for p in prompts:
             events: list = []
             run(p, events.append)
-            out.append([(tuple(e.drafted), e.accepted, tuple((t.id, t.verdict) for t in e.tokens))
-                        for e in events if isinstance(e, SpecStep)])
+            out.append(
+                [
+                    (tuple(e.drafted), e.accepted, tuple((t.id, t.verdict) for t in e.tokens))
+                    for e in events
+                    if isinstance(e, SpecStep)
+                ]
+            )
         return out
 
     with load_engine(config) as engine:

@@ -23,9 +23,16 @@ from specterm.stats import summarize
 
 HEADER = dump_event(synthetic_header())
 STEP = dump_event(
-    SpecStep(t=0.1, request_id="r", index=0, drafted=[1, 2], accepted=1,
-             tokens=[Token(id=1, text="a", verdict="accepted"), Token(id=3, text="c", verdict="correction")],
-             rejected=[2], rejected_text=["b"])
+    SpecStep(
+        t=0.1,
+        request_id="r",
+        index=0,
+        drafted=[1, 2],
+        accepted=1,
+        tokens=[Token(id=1, text="a", verdict="accepted"), Token(id=3, text="c", verdict="correction")],
+        rejected=[2],
+        rejected_text=["b"],
+    )
 )
 END = '{"type": "session_ended", "t": 1.0}'
 
@@ -92,9 +99,18 @@ def test_missing_file_and_directory(tmp_path):
 
 
 def test_bad_lines_in_the_middle_are_skipped_with_line_numbers(tmp_path):
-    path = write(tmp_path, HEADER, "not json", STEP, '["a", "list"]', '{"type": "spec_step"}',
-                 '{"type": "spec_step", "request_id": "r", "index": 1, "tokens": [{"id": 1, "text": "x", '
-                 '"verdict": "maybe"}]}', "", STEP, END)
+    path = write(
+        tmp_path,
+        HEADER,
+        "not json",
+        STEP,
+        '["a", "list"]',
+        '{"type": "spec_step"}',
+        '{"type": "spec_step", "request_id": "r", "index": 1, "tokens": [{"id": 1, "text": "x", "verdict": "maybe"}]}',
+        "",
+        STEP,
+        END,
+    )
     data = read_unchanged(path)
     assert [e.type for e in data.events] == ["spec_step", "spec_step", "session_ended"]
     joined = "\n".join(data.warnings)
@@ -151,8 +167,13 @@ def test_a_huge_line_does_not_grow_memory_by_its_size(tmp_path):
         "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "print((after - before) // 1024, len(d.events), d.warnings[0])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert out.returncode == 0, out.stderr
     grown_mb, events, warning = out.stdout.split(" ", 2)
     assert events == "1" and "line 2: 640000" in warning and "over the 4 MiB line limit" in warning
@@ -168,8 +189,12 @@ def test_invalid_utf8_line_is_skipped(tmp_path):
 
 def test_escape_sequences_and_markup_in_tokens_come_out_inert(tmp_path):
     hostile = ["\x1b[2J\x1b[31mred", "\x1b]0;pwned\x07", "[bold red]markup[/]", "\u202eevil", "\x9b31m"]
-    step = SpecStep(t=0.1, request_id="r", index=0,
-                    tokens=[Token(id=i, text=text, verdict="target") for i, text in enumerate(hostile)])
+    step = SpecStep(
+        t=0.1,
+        request_id="r",
+        index=0,
+        tokens=[Token(id=i, text=text, verdict="target") for i, text in enumerate(hostile)],
+    )
     data = read_unchanged(write(tmp_path, HEADER, dump_event(step), END))
     read_back = data.events[0]
     assert [t.text for t in read_back.tokens] == hostile  # the reader keeps text verbatim ...
@@ -190,7 +215,9 @@ def test_timestamps_going_backwards_warn_once(tmp_path):
 
 
 def test_non_finite_timestamps_warn(tmp_path):
-    data = read_unchanged(write(tmp_path, HEADER, '{"type": "user_message", "request_id": "u", "text": "x", "t": NaN}', END))
+    data = read_unchanged(
+        write(tmp_path, HEADER, '{"type": "user_message", "request_id": "u", "text": "x", "t": NaN}', END)
+    )
     assert len(data.events) == 2
     assert any("non-finite timestamp" in w for w in data.warnings)
 
@@ -241,8 +268,14 @@ _json_values = st.recursive(
 )
 _event_like = st.fixed_dictionaries(
     {"type": st.sampled_from(["spec_step", "user_message", "session_started", "session_start", "nope"]) | _json_values},
-    optional={"t": _json_values, "request_id": _json_values, "tokens": _json_values, "text": _json_values,
-              "format_version": _json_values, "index": _json_values},
+    optional={
+        "t": _json_values,
+        "request_id": _json_values,
+        "tokens": _json_values,
+        "text": _json_values,
+        "format_version": _json_values,
+        "index": _json_values,
+    },
 )
 _line = st.one_of(
     st.sampled_from([HEADER, STEP, END, ""]),

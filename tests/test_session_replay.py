@@ -23,8 +23,14 @@ WAIT = 10.0  # generous upper bound for the thread to react; tests never assert 
 
 
 def _step(rid: str, i: int, t: float) -> SpecStep:
-    return SpecStep(t=t, request_id=rid, index=i, drafted=[1], accepted=1,
-                    tokens=[Token(id=1, text="a", verdict="accepted"), Token(id=2, text="b", verdict="bonus")])
+    return SpecStep(
+        t=t,
+        request_id=rid,
+        index=i,
+        drafted=[1],
+        accepted=1,
+        tokens=[Token(id=1, text="a", verdict="accepted"), Token(id=2, text="b", verdict="bonus")],
+    )
 
 
 def _agent_session():
@@ -33,10 +39,13 @@ def _agent_session():
     events = [UserMessage(t=0, request_id="u", text="hi")]
     for n in range(2):
         rid = f"r{n}"
-        events += [AgentStepStarted(t=n, request_id=rid, step=n, kind="answer"),
-                   _step(rid, 0, n + 0.1), _step(rid, 1, n + 0.2),
-                   RequestFinished(t=n + 0.3, request_id=rid),
-                   AgentStepFinished(t=n + 0.3, request_id=rid, step=n, kind="answer")]
+        events += [
+            AgentStepStarted(t=n, request_id=rid, step=n, kind="answer"),
+            _step(rid, 0, n + 0.1),
+            _step(rid, 1, n + 0.2),
+            RequestFinished(t=n + 0.3, request_id=rid),
+            AgentStepFinished(t=n + 0.3, request_id=rid, step=n, kind="answer"),
+        ]
     events.append(SessionEnded(t=3))
     return events
 

@@ -21,8 +21,17 @@ def _step(i: int, k: int, a: int, wall_s: float, rid: str = "r") -> SpecStep:
     drafted = list(range(100, 100 + k))
     tokens = [Token(id=d, text=f"d{d}", verdict="accepted") for d in drafted[:a]]
     tokens.append(Token(id=1, text="t", verdict="target" if k == 0 else ("bonus" if a == k else "correction")))
-    return SpecStep(t=0.01 * (i + 1), request_id=rid, index=i, drafted=drafted, accepted=a, tokens=tokens,
-                    rejected=drafted[a:], rejected_text=["x"] * (k - a), wall_s=wall_s)
+    return SpecStep(
+        t=0.01 * (i + 1),
+        request_id=rid,
+        index=i,
+        drafted=drafted,
+        accepted=a,
+        tokens=tokens,
+        rejected=drafted[a:],
+        rejected_text=["x"] * (k - a),
+        wall_s=wall_s,
+    )
 
 
 # (k, a): 4 drafted all kept; 4 drafted 1 kept; no draft; 2 drafted none kept.
@@ -93,11 +102,19 @@ def test_the_fast_summary_structs_mirror_the_events():
     from specterm.session.fast_summary import _SpecStep, _Token
 
     for struct, model in ((_SpecStep, SpecStep), (_Token, Token)):
-        ours = {f.name: (f.default_factory() if f.default_factory is not msgspec.NODEFAULT
-                         else None if f.default is msgspec.NODEFAULT else f.default)
-                for f in msgspec.structs.fields(struct)}
-        theirs = {name: f.get_default(call_default_factory=True) for name, f in model.model_fields.items()
-                  if name != "type"}
+        ours = {
+            f.name: (
+                f.default_factory()
+                if f.default_factory is not msgspec.NODEFAULT
+                else None
+                if f.default is msgspec.NODEFAULT
+                else f.default
+            )
+            for f in msgspec.structs.fields(struct)
+        }
+        theirs = {
+            name: f.get_default(call_default_factory=True) for name, f in model.model_fields.items() if name != "type"
+        }
         theirs = {k: (None if v is PydanticUndefined else v) for k, v in theirs.items()}
         assert ours == theirs, struct.__name__
         types = {f.name: f.type for f in msgspec.structs.fields(struct)}

@@ -17,8 +17,9 @@ def _lora(model, rank=4):
 
     # init_lora_weights=False: both factors random, so the adapter changes the model (peft's default
     # starts B at zero, a no-op that would merge "correctly" whatever the merge did)
-    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=LORA_TARGETS,
-                                            init_lora_weights=False))
+    return get_peft_model(
+        model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=LORA_TARGETS, init_lora_weights=False)
+    )
 
 
 def test_the_adapter_merges_into_the_base_as_peft_runs_it(tiny_pair, tmp_path):
@@ -69,8 +70,9 @@ def runs(smollm2):
     target, draft = ensure_smollm2_agent()
     out = {}
     for method in ("draft_model", None):
-        config = EngineConfig(target=str(target), draft=str(draft), method=method, num_speculative_tokens=4,
-                              dtype="float32")
+        config = EngineConfig(
+            target=str(target), draft=str(draft), method=method, num_speculative_tokens=4, dtype="float32"
+        )
         with load_engine(config) as engine:
             for agent_name, q, *_ in [*QUESTIONS, *HARD] if method else QUESTIONS:
                 events: list = []
@@ -122,7 +124,9 @@ def test_after_a_failed_call_the_agent_never_answers_with_an_invented_figure(run
         evidence = [q, *(o.content or o.error or "" for o in result.outcomes)]
         if answers[-1].withheld is not None:  # invented twice after a failure: it says what failed
             failed = [(c.tool, o.error) for c, o in zip(result.calls, result.outcomes) if not o.ok]
-            assert failed and result.answer == f"I could not answer that: {failed[-1][0]} failed ({failed[-1][1]}).", result.answer
+            assert failed and result.answer == f"I could not answer that: {failed[-1][0]} failed ({failed[-1][1]}).", (
+                result.answer
+            )
             assert ungrounded(answers[-1].withheld, evidence) == answers[-1].ungrounded != []
         else:  # it fixed the call or answered from what came back
             assert ungrounded(result.answer, evidence) == [], result.answer

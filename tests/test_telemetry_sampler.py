@@ -61,7 +61,9 @@ def test_gpm_supported_gives_dram_bandwidth_and_gbps():
 
 
 def test_gpm_unsupported_falls_back_to_duty_cycle_without_gbps():
-    fake = FakeNvml([FakeGpu(name="Tesla T4", gpm=False, mem_duty=[12, 34], max_mem_clock_mhz=5001, bus_width_bits=256)])
+    fake = FakeNvml(
+        [FakeGpu(name="Tesla T4", gpm=False, mem_duty=[12, 34], max_mem_clock_mhz=5001, bus_width_bits=256)]
+    )
     sampler, events = make(fake)
     sampler.sample_once()
     assert "memory duty cycle" in statuses(events)[0].message
@@ -96,7 +98,10 @@ def test_missing_power_is_none_and_not_asked_again():
 
 
 def test_mig_samples_each_gpu_instance_with_gpm():
-    migs = [FakeMig(gi_id=1, dram_bw=[0.0, 30.0]), FakeMig(gi_id=2, name="NVIDIA H200 MIG 4g.71gb", dram_bw=[0.0, 70.0])]
+    migs = [
+        FakeMig(gi_id=1, dram_bw=[0.0, 30.0]),
+        FakeMig(gi_id=2, name="NVIDIA H200 MIG 4g.71gb", dram_bw=[0.0, 70.0]),
+    ]
     fake = FakeNvml([FakeGpu(migs=migs)])
     sampler, events = make(fake)
     sampler.sample_once()

@@ -60,9 +60,16 @@ def test_submit_runs_the_prompt_on_a_worker_and_streams_tokens():
         async with app.run_test() as pilot:
             await pilot.press(*"hello", "enter")
             await until(pilot, lambda: app._cancel is None and engine.prompts)
-            await until(pilot, lambda: any(e.kind == "generation" and e.footer for e in app.query_one(Transcript).model.entries))
+            await until(
+                pilot, lambda: any(e.kind == "generation" and e.footer for e in app.query_one(Transcript).model.entries)
+            )
             model = app.query_one(Transcript).model
-            return engine.prompts, [e.kind for e in model.entries], model.entries[1].plain_output(), app.query_one(SessionHeader).status
+            return (
+                engine.prompts,
+                [e.kind for e in model.entries],
+                model.entries[1].plain_output(),
+                app.query_one(SessionHeader).status,
+            )
 
     prompts, kinds, output, status = run(main())
     assert prompts == ["hello"]
@@ -213,9 +220,19 @@ def test_toggles_change_transcript_legend_and_panels():
         async with app.run_test() as pilot:
             app.apply_events(demo_events(), force=True)
             await pilot.pause()
-            before = app.query_one(Transcript).model.entries[-1].render(app.query_one(Transcript).current_styles, app.options).plain
+            before = (
+                app.query_one(Transcript)
+                .model.entries[-1]
+                .render(app.query_one(Transcript).current_styles, app.options)
+                .plain
+            )
             await pilot.press("f3")
-            after = app.query_one(Transcript).model.entries[-1].render(app.query_one(Transcript).current_styles, app.options).plain
+            after = (
+                app.query_one(Transcript)
+                .model.entries[-1]
+                .render(app.query_one(Transcript).current_styles, app.options)
+                .plain
+            )
             await pilot.press("f2")
             hidden = app.screen.query_one("#side").display
             return before, after, hidden, app.options
@@ -332,7 +349,12 @@ def test_replay_speed_steps_reach_max():
         header, events = synthetic_session(5)
         from specterm.session.reader import SessionData
 
-        app = make_app(replay=SessionData(path=Path("x"), header=header, events=events), autostart=False, theme_dirs=(), deterministic=True)
+        app = make_app(
+            replay=SessionData(path=Path("x"), header=header, events=events),
+            autostart=False,
+            theme_dirs=(),
+            deterministic=True,
+        )
         async with app.run_test() as pilot:
             for _ in range(12):
                 await pilot.press("plus")
@@ -394,8 +416,9 @@ def test_bandwidth_panel_reads_the_weights_per_token_on_any_machine():
     async def main():
         app = live_app()
         async with app.run_test() as pilot:
-            app.apply_events([header, GpuStatus(state="no_driver", message="NVML library not found"), *events],
-                             force=True)
+            app.apply_events(
+                [header, GpuStatus(state="no_driver", message="NVML library not found"), *events], force=True
+            )
             await pilot.pause()
             panel = app.query_one(GpuPanel)
             return panel.body(panel.text_styles, panel.inner_width).plain

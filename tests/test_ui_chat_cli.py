@@ -10,7 +10,9 @@ def test_chat_replay_delegates(monkeypatch):
     import specterm.ui.app as ui_app
 
     seen = {}
-    monkeypatch.setattr(ui_app, "run_replay_app", lambda path, speed=1.0, **kw: seen.update(path=path, speed=speed, **kw) or 0)
+    monkeypatch.setattr(
+        ui_app, "run_replay_app", lambda path, speed=1.0, **kw: seen.update(path=path, speed=speed, **kw) or 0
+    )
     args = build_parser().parse_args(["chat", "--replay", "s.jsonl", "--speed", "4", "--theme", "specterm-light"])
     assert args.func(args) == 0
     assert seen["path"] == "s.jsonl" and seen["speed"] == 4.0 and seen["theme"] == "specterm-light"
@@ -26,7 +28,9 @@ def test_chat_live_builds_app_without_loading_the_engine(monkeypatch, tmp_path):
         captured["app"] = self
 
     monkeypatch.setattr(ui_app.SpecTermApp, "run", fake_run)
-    monkeypatch.setattr(specterm.engine, "load_engine", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("loaded eagerly")))
+    monkeypatch.setattr(
+        specterm.engine, "load_engine", lambda *a, **kw: (_ for _ in ()).throw(AssertionError("loaded eagerly"))
+    )
     record = tmp_path / "chat.jsonl"
     args = build_parser().parse_args(
         ["chat", "--target", "/models/t", "--draft", "/models/d", "-k", "3", "--no-gpu", "--record", str(record)]

@@ -37,7 +37,9 @@ def test_greedy_mismatch_shows_a_red_banner():
     events = list(read_session(SAMPLE).events)
     i = next(i for i, e in enumerate(events) if isinstance(e, SpecStep) and e.lane == "b" and e.tokens)
     tok = events[i].tokens[0]
-    events[i] = events[i].model_copy(update={"tokens": [tok.model_copy(update={"id": tok.id + 1}), *events[i].tokens[1:]]})
+    events[i] = events[i].model_copy(
+        update={"tokens": [tok.model_copy(update={"id": tok.id + 1}), *events[i].tokens[1:]]}
+    )
     app, _ = _app(events)
     asyncio.run(_check_banner(app, events))
 
@@ -68,8 +70,15 @@ def test_live_compare_fills_both_sides_and_records(tmp_path):
     params = GenerationParams(max_tokens=8)
     header = compare_header(a, b, rounds=2, params=params, request={"prompt": "hi", "raw": True})
     engines: list[FakeEngine] = []
-    run = CompareRun(a, b, "hi", params=params, rounds=2, raw=True,
-                     loader=lambda config, clock: engines.append(FakeEngine()) or engines[-1])
+    run = CompareRun(
+        a,
+        b,
+        "hi",
+        params=params,
+        rounds=2,
+        raw=True,
+        loader=lambda config, clock: engines.append(FakeEngine()) or engines[-1],
+    )
     recorder = Recorder(tmp_path / "live.jsonl", header)
     app = make_compare_app(header, run=run, recorder=recorder, theme_dirs=())
 

@@ -162,7 +162,9 @@ def test_entry_lines_match_the_whole_block_render():
 
 def test_truncated_last_step_with_accepted_beyond_tokens_renders():
     # vLLM may count a accepted drafts but emit fewer tokens when max_tokens cuts the step.
-    s = SpecStep(request_id="r", index=0, drafted=[1, 2, 3], accepted=3, tokens=[tok("a")], rejected=[], rejected_text=[])
+    s = SpecStep(
+        request_id="r", index=0, drafted=[1, 2, 3], accepted=3, tokens=[tok("a")], rejected=[], rejected_text=[]
+    )
     model = _model([s])
     assert model.entries[0].render(STYLES, ViewOptions(show_rejected=True)).plain.endswith("a")
 
@@ -182,10 +184,17 @@ def test_bar_and_sparkline_shapes():
 def test_an_ungrounded_answer_is_marked_in_its_block():
     from specterm.events import AgentStepFinished, AgentStepStarted
 
-    events = [UserMessage(request_id="a1", text="How many orders in March 2026?"),
-              AgentStepStarted(request_id="a1", step=3, kind="answer"),
-              AgentStepFinished(request_id="a1", step=3, kind="answer", answer="126 orders in February 2026.",
-                                ungrounded=["February 2026", "126"])]
+    events = [
+        UserMessage(request_id="a1", text="How many orders in March 2026?"),
+        AgentStepStarted(request_id="a1", step=3, kind="answer"),
+        AgentStepFinished(
+            request_id="a1",
+            step=3,
+            kind="answer",
+            answer="126 orders in February 2026.",
+            ungrounded=["February 2026", "126"],
+        ),
+    ]
     block = _model(events).entries[-1]
     text = "\n".join(t.plain for t in block.lines(STYLES, ViewOptions()))
     assert "⚠ ungrounded: February 2026, 126 (in no tool result of this turn)" in text

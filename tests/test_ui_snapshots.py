@@ -50,7 +50,9 @@ def mid_stream():
     """Everything up to the answer's last engine step, before it finishes: every verdict kind is
     on screen and the answer block has no footer yet."""
     events = demo_events()
-    cut = next(i for i, e in enumerate(events) if getattr(e, "index", None) == 2 and getattr(e, "request_id", "") == "r3")
+    cut = next(
+        i for i, e in enumerate(events) if getattr(e, "index", None) == 2 and getattr(e, "request_id", "") == "r3"
+    )
     return events[: cut + 1]
 
 
@@ -72,7 +74,9 @@ def test_forced_unmarked(snap_compare):
 
 @pytest.mark.parametrize("theme", ["specterm-dark", "specterm-light", "specterm-high-contrast"])
 def test_theme(snap_compare, theme):
-    assert snap_compare(live(theme=theme), terminal_size=MID, run_before=feed(demo_events() + fake_gpu_samples(), then=["f3"]))
+    assert snap_compare(
+        live(theme=theme), terminal_size=MID, run_before=feed(demo_events() + fake_gpu_samples(), then=["f3"])
+    )
 
 
 def test_narrow_80x24(snap_compare):
@@ -201,8 +205,12 @@ def test_structured_answer_renders_as_markdown(snap_compare):
     from specterm.events import AgentStepFinished
 
     data = sample_session("sql_agent_multistep.jsonl")
-    answer = ("The most ordered products:\n\n1. **Webcam**: 65 orders\n2. Mouse: 40 orders\n\n"
-              "| product | orders |\n|---|---|\n| Webcam | 65 |\n| Mouse | 40 |")
-    events = [e.model_copy(update={"answer": answer}) if isinstance(e, AgentStepFinished) and e.answer else e
-              for e in data.events]
+    answer = (
+        "The most ordered products:\n\n1. **Webcam**: 65 orders\n2. Mouse: 40 orders\n\n"
+        "| product | orders |\n|---|---|\n| Webcam | 65 |\n| Mouse | 40 |"
+    )
+    events = [
+        e.model_copy(update={"answer": answer}) if isinstance(e, AgentStepFinished) and e.answer else e
+        for e in data.events
+    ]
     assert snap_compare(live(), terminal_size=MID, run_before=feed([data.header, *events]))

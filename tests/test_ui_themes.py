@@ -77,7 +77,9 @@ def test_app_falls_back_to_default_and_notifies(tmp_path):
     bad.write_text("[[[")
 
     async def run() -> tuple[str, list[str]]:
-        app = make_app(engine=FakeEngine(), gpu=False, theme="broken", theme_files=[bad], theme_dirs=(), deterministic=True)
+        app = make_app(
+            engine=FakeEngine(), gpu=False, theme="broken", theme_files=[bad], theme_dirs=(), deterministic=True
+        )
         async with app.run_test() as pilot:
             await pilot.pause()
             return app.theme, [str(n.message) for n in app._notifications]
@@ -98,8 +100,9 @@ def test_the_compare_view_reports_a_bad_theme_as_the_dashboard_does(tmp_path):
     data = read_session(Path(__file__).resolve().parent.parent / "sample_sessions" / "compare_agent.jsonl")
 
     async def run() -> tuple[str, list[str]]:
-        app = make_compare_app(data.header, events=data.events, deterministic=True, theme="nope",
-                               theme_files=[bad], theme_dirs=())
+        app = make_compare_app(
+            data.header, events=data.events, deterministic=True, theme="nope", theme_files=[bad], theme_dirs=()
+        )
         async with app.run_test() as pilot:
             await pilot.pause()
             return app.theme, [str(n.message) for n in app._notifications]

@@ -28,7 +28,10 @@ def bodies(width: int, events) -> dict[str, list[str]]:
             out = {}
             for cls in (AcceptancePanel, LatencyPanel, GpuPanel):
                 panel = app.query_one(cls)
-                out[cls.__name__] = (panel.inner_width, panel.body(panel.text_styles, panel.inner_width).plain.splitlines())
+                out[cls.__name__] = (
+                    panel.inner_width,
+                    panel.body(panel.text_styles, panel.inner_width).plain.splitlines(),
+                )
             return out
 
     return asyncio.run(main())

@@ -35,19 +35,57 @@ def installed(tmp_path_factory):
     # Build from a clean copy: setuptools reuses ./build/lib, where a module deleted since the last
     # local build would otherwise still end up in the wheel.
     src = tmp / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
-                                                             "__pycache__", ".pytest_cache"))
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
-                            "-w", str(tmp / "dist"), "-q"], capture_output=True, text=True, timeout=600)
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"),
+    )
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp / "dist"),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     wheel = next((tmp / "dist").glob("specterm-*.whl"))
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "_specterm_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=600)
+    inst = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "-q",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert inst.returncode == 0, inst.stderr[-2000:]
     return venv, tmp
 
@@ -59,15 +97,25 @@ def _specterm(installed, *args: str, timeout: int = 600) -> subprocess.Completed
     env["SPECTERM_CACHE_DIR"] = str(tmp / "cache")
     env["SPECTERM_CONFIG"] = os.environ["SPECTERM_CONFIG"]  # the session's empty file, never the user's
     env["SPECTERM_THEME_DIR"] = os.environ["SPECTERM_THEME_DIR"]
-    return subprocess.run([str(venv / "bin" / "specterm"), *args], capture_output=True, text=True,
-                          cwd=tmp, env=env, timeout=timeout)
+    return subprocess.run(
+        [str(venv / "bin" / "specterm"), *args], capture_output=True, text=True, cwd=tmp, env=env, timeout=timeout
+    )
 
 
 def test_the_installed_wheel_is_not_the_checkout(installed):
     venv, _ = installed
-    proc = subprocess.run([str(venv / "bin" / "python"), "-c", "import specterm, specterm.paths as p; "
-                           "print(specterm.__file__); print(p.embedded_pair_dir()); print(p.shipped_agents_dir())"],
-                          capture_output=True, text=True, cwd=installed[1], timeout=120)
+    proc = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import specterm, specterm.paths as p; "
+            "print(specterm.__file__); print(p.embedded_pair_dir()); print(p.shipped_agents_dir())",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=installed[1],
+        timeout=120,
+    )
     module, embedded, agents = proc.stdout.split()
     assert str(venv) in module and str(REPO) not in module
     assert embedded == str(venv / "share" / "specterm" / "models" / "embedded")
@@ -82,7 +130,9 @@ def test_models_info_finds_the_embedded_pair(installed):
 
 
 def test_replay_headless_of_a_sample_session(installed):
-    proc = _specterm(installed, "replay", "--headless", "--speed", "0", str(REPO / "sample_sessions" / "sql_agent_multistep.jsonl"))
+    proc = _specterm(
+        installed, "replay", "--headless", "--speed", "0", str(REPO / "sample_sessions" / "sql_agent_multistep.jsonl")
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "answer" in proc.stdout
 

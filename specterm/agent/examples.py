@@ -106,5 +106,4 @@ class ExampleStore(VectorStore):
         return [(self.examples_path.name, self.examples_path.read_bytes())]
 
     def _items(self, docs: list[tuple[str, bytes]]) -> list[tuple[str, str, str]]:
-        return [(EXAMPLE_DOC, example_text(ex), ex.question)
-                for ex in load_examples(self.examples_path, self.agent)]
+        return [(EXAMPLE_DOC, example_text(ex), ex.question) for ex in load_examples(self.examples_path, self.agent)]

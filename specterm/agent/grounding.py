@@ -21,8 +21,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december")
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _MONTH_YEAR = re.compile(r"\b(" + "|".join(MONTHS) + r")\s+(\d{4})\b", re.IGNORECASE)
 _YEAR_MONTH = re.compile(r"\b(\d{4})-(\d{2})\b")
@@ -70,7 +82,7 @@ def _numbers(text: str) -> list[tuple[str, float]]:
 
 def _same(raw: str, value: float, known: float) -> bool:
     decimals = len(raw.split(".")[1]) if "." in raw else 0
-    return abs(value - known) <= 0.5 * 10 ** -decimals + 1e-9
+    return abs(value - known) <= 0.5 * 10**-decimals + 1e-9
 
 
 def ungrounded(answer: str, evidence: Iterable[str]) -> list[str]:

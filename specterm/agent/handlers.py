@@ -53,8 +53,10 @@ def _capacity(box: Any, args: dict, tool: Any):
     headroom = int(args.get("headroom_percent", 30))
     need = math.ceil(peak * (1 + headroom / 100) / per - 1e-9)
     replicas = max(2, need)  # policy: never fewer than 2 in production
-    return (f"replicas needed: {replicas} (peak {_num(peak)} rps x {1 + headroom / 100:g} headroom "
-            f"/ {_num(per)} rps per replica = {need}; minimum 2)")
+    return (
+        f"replicas needed: {replicas} (peak {_num(peak)} rps x {1 + headroom / 100:g} headroom "
+        f"/ {_num(per)} rps per replica = {need}; minimum 2)"
+    )
 
 
 HANDLERS: dict[str, Callable[..., Any]] = {

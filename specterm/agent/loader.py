@@ -41,8 +41,9 @@ def find_agent(name: str) -> Path:
         if (root / name / "agent.toml").is_file():
             return root / name
     known = ", ".join(list_agents()) or "none"
-    raise ConfigError(f"no agent named {name!r} (known: {known}; add agents/{name}/agent.toml "
-                      "or a folder in $SPECTERM_AGENTS_DIR)")
+    raise ConfigError(
+        f"no agent named {name!r} (known: {known}; add agents/{name}/agent.toml or a folder in $SPECTERM_AGENTS_DIR)"
+    )
 
 
 def _where(loc: tuple) -> str:
@@ -75,8 +76,10 @@ def load_agent_file(path: Path) -> AgentDef:
     r = agent.retrieval
     for i, tool in enumerate(agent.tools):
         if tool.retrieve_after and not (r.top_k or (r.examples and r.example_k)):
-            raise ConfigError(f"{path}: tools[{i}].retrieve_after: the agent retrieves nothing to re-run "
-                              "(set [retrieval] top_k or examples)")
+            raise ConfigError(
+                f"{path}: tools[{i}].retrieve_after: the agent retrieves nothing to re-run "
+                "(set [retrieval] top_k or examples)"
+            )
     if agent.retrieval.top_k or any(t.handler == "docs.search" for t in agent.tools):
         if not agent.docs_dir.is_dir() or not any(agent.docs_dir.glob("*.md")):
             raise ConfigError(f"{path}: retrieval.docs: no *.md documents in {agent.docs_dir}")
@@ -113,8 +116,10 @@ def _resolve_user_tools(path: Path, data: dict[str, Any]) -> None:
         except PluginError as err:
             raise ConfigError(f"{path}: tools[{i}].handler: {err}") from None
         except Exception as err:  # noqa: BLE001 - pydantic cannot describe the function's signature
-            raise ConfigError(f"{path}: tools[{i}].parameters: cannot derive a JSON Schema from "
-                              f"{handler}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+            raise ConfigError(
+                f"{path}: tools[{i}].parameters: cannot derive a JSON Schema from "
+                f"{handler}: {type(err).__name__}: {str(err).splitlines()[0]}"
+            ) from None
 
 
 def load_agent(name_or_path: str | Path) -> AgentDef:

@@ -78,8 +78,10 @@ class UserRequest(BaseModel):
             raise ValueError(f"request too large: {size} bytes (limit {MAX_INPUT_BYTES})")
         bad = _CONTROL.search(v)
         if bad:
-            raise ValueError(f"request contains control character U+{ord(bad.group()):04X} at "
-                             f"position {bad.start()} (binary input is refused)")
+            raise ValueError(
+                f"request contains control character U+{ord(bad.group()):04X} at "
+                f"position {bad.start()} (binary input is refused)"
+            )
         return v
 
 
@@ -124,9 +126,16 @@ class AgentResult:
 class AgentRunner:
     """Runs requests for one agent on one engine. ``run`` blocks; call it from the engine thread."""
 
-    def __init__(self, agent: AgentDef, engine: SpecEngine, *, temperature: float = 0.0,
-                 clock: Callable[[], float] | None = None, toolbox: ToolBox | None = None,
-                 notice: str | None = None) -> None:
+    def __init__(
+        self,
+        agent: AgentDef,
+        engine: SpecEngine,
+        *,
+        temperature: float = 0.0,
+        clock: Callable[[], float] | None = None,
+        toolbox: ToolBox | None = None,
+        notice: str | None = None,
+    ) -> None:
         self.agent, self.engine, self.temperature = agent, engine, temperature
         self.notice = notice
         """A warning the first request carries (the model was not trained for this agent)."""
@@ -150,8 +159,10 @@ class AgentRunner:
         context = getattr(self.engine, "max_model_len", None)
         limit = context - self.agent.max_tokens if context is not None else None
         if limit is not None and limit <= 0:
-            return None, (f"max_tokens {self.agent.max_tokens} leaves no room for a prompt in the "
-                          f"model's context ({context} tokens)")
+            return None, (
+                f"max_tokens {self.agent.max_tokens} leaves no room for a prompt in the "
+                f"model's context ({context} tokens)"
+            )
         user, turns = history[:1], history[1:]
         passages = list(passages)
         while True:
@@ -167,13 +178,16 @@ class AgentRunner:
                 role, body = turns[-1]
                 turns = turns[:-1] + [(role, body[: len(body) // 2] + " …(cut)")]
             else:
-                return None, (f"the request does not fit the model's context ({n} prompt tokens > {limit}; "
-                              f"context {context} minus max_tokens {self.agent.max_tokens})")
+                return None, (
+                    f"the request does not fit the model's context ({n} prompt tokens > {limit}; "
+                    f"context {context} minus max_tokens {self.agent.max_tokens})"
+                )
 
     # -- the loop ---------------------------------------------------------------------------------
 
-    def run(self, text: str, sink: Sink, *, request_id: str | None = None,
-            cancel: threading.Event | None = None) -> AgentResult:
+    def run(
+        self, text: str, sink: Sink, *, request_id: str | None = None, cancel: threading.Event | None = None
+    ) -> AgentResult:
         rid = request_id or "a" + uuid.uuid4().hex[:8]
         clock, agent = self.clock, self.agent
         cancel = cancel or threading.Event()
@@ -185,8 +199,11 @@ class AgentRunner:
             return time.perf_counter()
 
         def finish(kind: str, t0: float, ok: bool = True, **kw: Any) -> None:
-            sink(AgentStepFinished(t=clock(), request_id=rid, step=step, kind=kind,
-                                   latency_s=time.perf_counter() - t0, ok=ok, **kw))
+            sink(
+                AgentStepFinished(
+                    t=clock(), request_id=rid, step=step, kind=kind, latency_s=time.perf_counter() - t0, ok=ok, **kw
+                )
+            )
 
         def fail(message: str, level: str = "error") -> None:
             sink(Error(t=clock(), level=level, where="agent", request_id=rid, message=message))
@@ -242,9 +259,11 @@ class AgentRunner:
                 result.error = why
                 return result
             call_only = agent.tool_first and not result.calls and not answer_only
-            params = GenerationParams(max_tokens=agent.max_tokens, temperature=self.temperature,
-                                      json_schema=call_schema(agent, answer_only=answer_only, key=self.call_key,
-                                                              call_only=call_only))
+            params = GenerationParams(
+                max_tokens=agent.max_tokens,
+                temperature=self.temperature,
+                json_schema=call_schema(agent, answer_only=answer_only, key=self.call_key, call_only=call_only),
+            )
             try:
                 done = self.engine.generate(prompt, params, sink, request_id=f"{rid}-{step}", cancel=cancel)
             except Exception as err:  # noqa: BLE001 - an engine failure ends this request, not the app
@@ -273,8 +292,11 @@ class AgentRunner:
                     # Once per request: the answer goes back to the model as an error result, so it can
                     # call again (fix the query) or say what failed; the prompt grows by one pair.
                     finish(kind, t0, ok=False, ungrounded=invented, **stats)
-                    fail(f"step {step}: the answer states {', '.join(invented)}, which no tool result "
-                         "contains: sent back to the model", "warning")
+                    fail(
+                        f"step {step}: the answer states {', '.join(invented)}, which no tool result "
+                        "contains: sent back to the model",
+                        "warning",
+                    )
                     history += [("call", done.text), ("result", f"error: {sent_back_note(invented, result)}")]
                     sent_back = True
                     step += 1
@@ -296,14 +318,16 @@ class AgentRunner:
                 # query three times until the last step forced an answer). It is not run again, the
                 # prompt stays as it was (so its prefix is cached) and the next generation may only answer.
                 finish(kind, t0, **stats)
-                fail(f"step {step} repeats the previous call ({call.tool} with the same arguments): not run "
-                     "again; the next step may only answer", "warning")
+                fail(
+                    f"step {step} repeats the previous call ({call.tool} with the same arguments): not run "
+                    "again; the next step may only answer",
+                    "warning",
+                )
                 step += 1
                 must_answer = True
                 continue
             result.calls.append(call)
-            sink(ToolCall(t=clock(), request_id=rid, step=step, name=call.tool, arguments=call.arguments,
-                          raw=call.raw))
+            sink(ToolCall(t=clock(), request_id=rid, step=step, name=call.tool, arguments=call.arguments, raw=call.raw))
             finish(kind, t0, **stats)
             step += 1
             if cancel.is_set():
@@ -311,15 +335,30 @@ class AgentRunner:
             t0 = start("tool")
             outcome = self.tools.call(call.tool, call.arguments)
             result.outcomes.append(outcome)
-            sink(ToolResult(t=clock(), request_id=rid, step=step, name=call.tool, ok=outcome.ok,
-                            content=outcome.content, error=outcome.error, truncated=outcome.truncated,
-                            latency_s=outcome.latency_s))
+            sink(
+                ToolResult(
+                    t=clock(),
+                    request_id=rid,
+                    step=step,
+                    name=call.tool,
+                    ok=outcome.ok,
+                    content=outcome.content,
+                    error=outcome.error,
+                    truncated=outcome.truncated,
+                    latency_s=outcome.latency_s,
+                )
+            )
             finish("tool", t0, ok=outcome.ok)
             step += 1
             history += [("call", call.raw), ("result", outcome.for_prompt(agent.result_chars))]
             tool = agent.tool(call.tool)
-            if tool is not None and tool.retrieve_after and outcome.ok and outcome.content.strip() \
-                    and not cancel.is_set():
+            if (
+                tool is not None
+                and tool.retrieve_after
+                and outcome.ok
+                and outcome.content.strip()
+                and not cancel.is_set()
+            ):
                 retrieve(outcome.content[:MAX_RETRIEVE_QUERY])
         if cancel.is_set():
             result.cancelled, result.error = True, "cancelled"

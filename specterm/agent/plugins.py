@@ -53,8 +53,10 @@ def is_user_handler(spec: str) -> bool:
 
 def check_user_handler(spec: str) -> None:
     if not _USER_SPEC.match(spec):
-        raise PluginError(f"{spec!r} is neither a built-in, MODULE:FUNCTION (a MODULE.py beside "
-                          "agent.toml) nor entry:NAME (an installed specterm.tools entry point)")
+        raise PluginError(
+            f"{spec!r} is neither a built-in, MODULE:FUNCTION (a MODULE.py beside "
+            "agent.toml) nor entry:NAME (an installed specterm.tools entry point)"
+        )
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def entry_source(ep) -> str:
 
 def _resolve(spec: str, folder: Path) -> UserTool:
     if spec.startswith(ENTRY_PREFIX):
-        name = spec[len(ENTRY_PREFIX):]
+        name = spec[len(ENTRY_PREFIX) :]
         found = [ep for ep in entry_point_tools() if ep.name == name]
         if not found:
             known = ", ".join(ep.name for ep in entry_point_tools()) or "none installed"
@@ -158,7 +160,9 @@ def _resolve(spec: str, folder: Path) -> UserTool:
         try:
             fn = ep.load()
         except BaseException as err:  # noqa: BLE001 - a broken package is a loading error
-            raise PluginError(f"entry point {name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}") from None
+            raise PluginError(
+                f"entry point {name!r} ({ep.value}) failed to load: {type(err).__name__}: {err}"
+            ) from None
         return _wrap(fn, entry_source(ep), f"entry point {name!r} ({ep.value})")
     module, func = spec.split(":", 1)
     mod = _load_module(folder, module)

@@ -101,16 +101,19 @@ def render_prompt(agent: AgentDef, history: Sequence[tuple[Role, str]], passages
     return "\n".join(lines) + "\n"
 
 
-def build_chat(agent: AgentDef, history: Sequence[tuple[Role, str]], passages: Sequence[Passage], *,
-               key: CallKey = "tool") -> ChatPrompt:
+def build_chat(
+    agent: AgentDef, history: Sequence[tuple[Role, str]], passages: Sequence[Passage], *, key: CallKey = "tool"
+) -> ChatPrompt:
     """The conversation for the next generation (what ``render_prompt`` writes as text): the
     instruction is the system message's last line; calls are assistant turns, results tool turns."""
     roles = {"user": "user", "call": "assistant", "result": "tool"}
     messages = [Message(role="system", content=agent.system.strip() + "\n" + instruction(key))]
     messages += [Message(role=roles[role], content=text) for role, text in history]
-    return ChatPrompt(messages=messages,
-                      tools=[tool_spec(t.name, t.description, t.parameters) for t in agent.tools],
-                      documents=[{"title": p.doc, "text": p.text} for p in passages] or None)
+    return ChatPrompt(
+        messages=messages,
+        tools=[tool_spec(t.name, t.description, t.parameters) for t in agent.tools],
+        documents=[{"title": p.doc, "text": p.text} for p in passages] or None,
+    )
 
 
 def agent_chat_template() -> str:
@@ -125,20 +128,32 @@ def agent_chat_template() -> str:
 
 
 def answer_branch(agent: AgentDef) -> dict[str, Any]:
-    return {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1,
-                                                        "maxLength": agent.answer_chars}},
-            "required": ["answer"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": agent.answer_chars}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
 
 
-def call_schema(agent: AgentDef, *, answer_only: bool = False, key: CallKey = "tool",
-                call_only: bool = False) -> dict[str, Any]:
+def call_schema(
+    agent: AgentDef, *, answer_only: bool = False, key: CallKey = "tool", call_only: bool = False
+) -> dict[str, Any]:
     """The JSON Schema every generation is constrained to (see the module doc); ``call_only``: no
     answer branch (``AgentDef.tool_first``, the first generation)."""
-    branches = [] if answer_only else [
-        {"type": "object", "properties": {key: {"const": t.name}, "arguments": t.parameters},
-         "required": [key, "arguments"], "additionalProperties": False}
-        for t in agent.tools
-    ]
+    branches = (
+        []
+        if answer_only
+        else [
+            {
+                "type": "object",
+                "properties": {key: {"const": t.name}, "arguments": t.parameters},
+                "required": [key, "arguments"],
+                "additionalProperties": False,
+            }
+            for t in agent.tools
+        ]
+    )
     if not call_only or answer_only:
         branches.append(answer_branch(agent))
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
@@ -154,8 +169,9 @@ class Call:
     answer: str | None = None
 
 
-def parse_call(agent: AgentDef, text: str, *, answer_only: bool = False, key: CallKey = "tool",
-               call_only: bool = False) -> Call:
+def parse_call(
+    agent: AgentDef, text: str, *, answer_only: bool = False, key: CallKey = "tool", call_only: bool = False
+) -> Call:
     """Parse and check one generation; raises ``ValueError`` with a one-line reason."""
     import jsonschema
 

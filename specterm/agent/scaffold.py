@@ -57,7 +57,7 @@ def word_stats(text: Annotated[str, Field(min_length=1, max_length=200, descript
     return f"{{len(text.split())}} words, {{len(text)}} characters"
 '''
 
-README = '''\
+README = """\
 # {name}
 
 A specterm agent with its own Python tool (`word_stats` in `tools.py`).
@@ -69,7 +69,7 @@ A specterm agent with its own Python tool (`word_stats` in `tools.py`).
 
 Add a tool: write a function in `tools.py`, add a `[[tools]]` table with `handler = "tools:FUNCTION"`
 to `agent.toml`. Add documents to retrieve from: `docs/*.md` and `[retrieval] top_k = 2`.
-'''
+"""
 
 
 def scaffold(name: str, parent: Path) -> Path:

@@ -32,11 +32,13 @@ from specterm.paths import agent_cache_dir
 
 ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION})
 # Authorizer action codes by name (sqlite3 also exports error and limit codes with clashing values).
-_ACTIONS = ("CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER "
-            "CREATE_TEMP_VIEW CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX "
-            "DROP_TEMP_TABLE DROP_TEMP_TRIGGER DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ "
-            "SELECT TRANSACTION UPDATE ATTACH DETACH ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE "
-            "DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE").split()
+_ACTIONS = (
+    "CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER "
+    "CREATE_TEMP_VIEW CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX "
+    "DROP_TEMP_TABLE DROP_TEMP_TRIGGER DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA READ "
+    "SELECT TRANSACTION UPDATE ATTACH DETACH ALTER_TABLE REINDEX ANALYZE CREATE_VTABLE "
+    "DROP_VTABLE FUNCTION SAVEPOINT RECURSIVE"
+).split()
 _ACTION_NAMES = {getattr(sqlite3, "SQLITE_" + n): n for n in _ACTIONS if hasattr(sqlite3, "SQLITE_" + n)}
 _build_lock = threading.Lock()
 MAX_VALUE_BYTES = 1_000_000
@@ -87,8 +89,7 @@ class ReadOnlyDB:
 
     def tables(self) -> list[str]:
         with self._connect() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
 
     def describe(self, table: str) -> str:
         if table not in self.tables():
@@ -122,7 +123,9 @@ class ReadOnlyDB:
                 raise ToolError(f"SQL error: {err}") from None
             except sqlite3.DatabaseError as err:
                 if denied:
-                    raise ToolError(f"refused: only read-only SELECT queries are allowed (denied: {denied[0]})") from None
+                    raise ToolError(
+                        f"refused: only read-only SELECT queries are allowed (denied: {denied[0]})"
+                    ) from None
                 if "interrupted" in str(err):
                     raise ToolError(f"refused: query ran longer than {timeout_s:g}s") from None
                 raise ToolError(f"SQL error: {err}") from None

@@ -69,8 +69,9 @@ class ToolBox:
                 if self.agent.database is None:
                     raise ToolError("this agent has no database")
                 path = database_path(self.agent.name, self.agent.sql_script)
-                self._db = ReadOnlyDB(path, max_rows=self.agent.database.max_rows,
-                                      max_bytes=self.agent.database.max_bytes)
+                self._db = ReadOnlyDB(
+                    path, max_rows=self.agent.database.max_rows, max_bytes=self.agent.database.max_bytes
+                )
             return self._db
 
     def store(self):

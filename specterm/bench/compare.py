@@ -27,10 +27,11 @@ from specterm.events import BaseEvent, SessionEnded, SessionStarted, Sink, UserM
 
 Loader = Callable[[EngineConfig, SessionClock], Any]
 
-SIDE_KEYS = {"method": "method", "k": "num_speculative_tokens", "target": "target", "draft": "draft",
-             "dtype": "dtype"}
-FAIRNESS = ("each side is its own engine, both loaded first; one unmeasured warm-up request each; rounds "
-            "alternate A B, B A, …; every measured run starts from a cold prefix cache; one shared clock")
+SIDE_KEYS = {"method": "method", "k": "num_speculative_tokens", "target": "target", "draft": "draft", "dtype": "dtype"}
+FAIRNESS = (
+    "each side is its own engine, both loaded first; one unmeasured warm-up request each; rounds "
+    "alternate A B, B A, …; every measured run starts from a cold prefix cache; one shared clock"
+)
 
 
 def parse_side(text: str, flag: str) -> dict[str, Any]:
@@ -82,14 +83,20 @@ def check_sides(a: EngineConfig, b: EngineConfig) -> None:
     for lane, config in zip(LANES, (a, b)):
         check_model_dir(config.target, f"side {lane.upper()}'s target")
     if a.target != b.target:  # a hub id is checked by vLLM when it loads
-        check_same_tokenizer(a.target, b.target, what="the two sides", names=("A", "B"),
-                             why=f"compare checks their outputs token by token (A: {a.target}; B: {b.target})")
+        check_same_tokenizer(
+            a.target,
+            b.target,
+            what="the two sides",
+            names=("A", "B"),
+            why=f"compare checks their outputs token by token (A: {a.target}; B: {b.target})",
+        )
     for config in (a, b):
         validate_config(config)
 
 
-def compare_header(a: EngineConfig, b: EngineConfig, *, rounds: int, params: GenerationParams,
-                   request: dict[str, Any]) -> SessionStarted:
+def compare_header(
+    a: EngineConfig, b: EngineConfig, *, rounds: int, params: GenerationParams, request: dict[str, Any]
+) -> SessionStarted:
     """The session's first event: both configurations, the request and how the run was made fair;
     ``compare_tally.is_compare`` recognises it, so ``specterm replay`` opens the split view."""
     from specterm import __version__
@@ -100,10 +107,19 @@ def compare_header(a: EngineConfig, b: EngineConfig, *, rounds: int, params: Gen
         labels = {lane: f"{labels[lane]} ({cfg.draft or cfg.target})" for lane, cfg in zip(LANES, (a, b))}
     return SessionStarted(
         specterm_version=__version__,
-        config={"compare": {"a": a.model_dump(), "b": b.model_dump(), "labels": labels, "rounds": rounds,
-                            "order": "".join(lane.upper() for lane in order(rounds)),
-                            "temperature": params.temperature, "max_tokens": params.max_tokens,
-                            "fairness": FAIRNESS, **request}},
+        config={
+            "compare": {
+                "a": a.model_dump(),
+                "b": b.model_dump(),
+                "labels": labels,
+                "rounds": rounds,
+                "order": "".join(lane.upper() for lane in order(rounds)),
+                "temperature": params.temperature,
+                "max_tokens": params.max_tokens,
+                "fairness": FAIRNESS,
+                **request,
+            }
+        },
         models={"a": a.models_summary(), "b": b.models_summary(), "target": a.target},
         agent=request.get("agent"),
         host=f"{socket.gethostname()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
@@ -129,9 +145,19 @@ class CompareRun:
     ``agent``, a question for that agent. ``loader(config, clock)`` builds an engine
     (``specterm.engine.load_engine`` by default)."""
 
-    def __init__(self, a: EngineConfig, b: EngineConfig, text: str, *, params: GenerationParams,
-                 rounds: int = 1, agent: Any = None, raw: bool = False, clock: SessionClock | None = None,
-                 loader: Loader | None = None) -> None:
+    def __init__(
+        self,
+        a: EngineConfig,
+        b: EngineConfig,
+        text: str,
+        *,
+        params: GenerationParams,
+        rounds: int = 1,
+        agent: Any = None,
+        raw: bool = False,
+        clock: SessionClock | None = None,
+        loader: Loader | None = None,
+    ) -> None:
         if rounds < 1:
             raise ConfigError("--rounds must be at least 1")
         self.configs = {"a": a, "b": b}
@@ -181,7 +207,8 @@ class CompareRun:
             from specterm.agent import AgentRunner
 
             AgentRunner(self.agent, engine, temperature=self.params.temperature, clock=self.clock).run(
-                self.text, sink, request_id=rid, cancel=cancel)
+                self.text, sink, request_id=rid, cancel=cancel
+            )
             return
         from specterm.engine.chat import ChatPrompt
 

@@ -70,9 +70,11 @@ class Mismatch:
     b: int | None
 
     def message(self, labels: dict[str, str]) -> str:
-        return (f"GREEDY OUTPUTS DIFFER in round {self.round + 1} at output token {self.position}: "
-                f"{labels['a']} gave {self.a}, {labels['b']} gave {self.b}; both sides are lossless at "
-                "temperature 0, so this is a bug somewhere (or bf16 rounding: rerun with --dtype float32)")
+        return (
+            f"GREEDY OUTPUTS DIFFER in round {self.round + 1} at output token {self.position}: "
+            f"{labels['a']} gave {self.a}, {labels['b']} gave {self.b}; both sides are lossless at "
+            "temperature 0, so this is a bug somewhere (or bf16 rounding: rerun with --dtype float32)"
+        )
 
 
 class CompareTally:
@@ -145,8 +147,10 @@ class CompareTally:
         ratio = walls[slow] / walls[fast]
         if ratio < 1.02:
             return f"a tie: {self.labels['a']} and {self.labels['b']} within 2 % ({n} round{'s' * (n > 1)})"
-        return (f"{fast.upper()} ({self.labels[fast]}) wins: {ratio:.2f}× faster, wall "
-                f"{walls[fast]:.2f} s vs {walls[slow]:.2f} s over {n} round{'s' * (n > 1)}")
+        return (
+            f"{fast.upper()} ({self.labels[fast]}) wins: {ratio:.2f}× faster, wall "
+            f"{walls[fast]:.2f} s vs {walls[slow]:.2f} s over {n} round{'s' * (n > 1)}"
+        )
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(figure, side A, side B) for the side-by-side table; every figure from ``stats``."""
@@ -179,11 +183,17 @@ class CompareTally:
     def as_dict(self) -> dict[str, Any]:
         mismatch = self.mismatch
         return {
-            "sides": {lane: {"label": s.label, "runs": [r.wall_s for r in s.runs], "wall_s": s.wall_s,
-                             "median_step_s": s.median_step_s,
-                             "decode_tokens_per_s": s.summary.decode_tokens_per_s(),
-                             **s.summary.session.as_dict()}
-                      for lane, s in self.sides.items()},
+            "sides": {
+                lane: {
+                    "label": s.label,
+                    "runs": [r.wall_s for r in s.runs],
+                    "wall_s": s.wall_s,
+                    "median_step_s": s.median_step_s,
+                    "decode_tokens_per_s": s.summary.decode_tokens_per_s(),
+                    **s.summary.session.as_dict(),
+                }
+                for lane, s in self.sides.items()
+            },
             "verdict": self.verdict(),
             "greedy_identical": None if not self.greedy else mismatch is None,
             "mismatch": None if mismatch is None else mismatch.message(self.labels),

@@ -79,21 +79,37 @@ def position_test(position: int, spec: Sequence[int], target: Sequence[int]) -> 
     return PositionTest(position, float(result.statistic), int(result.dof), float(result.pvalue), len(rows[0]), *top)
 
 
-def compare(spec: Sequence[Sequence[int]], target: Sequence[Sequence[int]], *, temperature: float,
-            positions: int = 3, alpha: float = ALPHA) -> DistributionCheck:
-    tests = [position_test(i + 1, [s[i] for s in spec if len(s) > i], [s[i] for s in target if len(s) > i])
-             for i in range(positions)]
+def compare(
+    spec: Sequence[Sequence[int]],
+    target: Sequence[Sequence[int]],
+    *,
+    temperature: float,
+    positions: int = 3,
+    alpha: float = ALPHA,
+) -> DistributionCheck:
+    tests = [
+        position_test(i + 1, [s[i] for s in spec if len(s) > i], [s[i] for s in target if len(s) > i])
+        for i in range(positions)
+    ]
     return DistributionCheck(temperature, len(spec), alpha, tests)
 
 
-def run_distribution_check(spec_engine, target_engine, prompt: str, *, temperature: float, n: int = 2000,
-                           positions: int = 3, alpha: float = ALPHA,
-                           json_schema: dict[str, Any] | None = None) -> DistributionCheck:
+def run_distribution_check(
+    spec_engine,
+    target_engine,
+    prompt: str,
+    *,
+    temperature: float,
+    n: int = 2000,
+    positions: int = 3,
+    alpha: float = ALPHA,
+    json_schema: dict[str, Any] | None = None,
+) -> DistributionCheck:
     """Sample both engines (``VllmSpecEngine.sample_token_ids``) and compare them position by position;
     ``json_schema`` constrains both (structured outputs, grammar drafting)."""
     extra = {"json_schema": json_schema} if json_schema else {}
-    spec = spec_engine.sample_token_ids(prompt, n=n, temperature=temperature, max_tokens=positions, seed0=0,
-                                        **extra)
-    target = target_engine.sample_token_ids(prompt, n=n, temperature=temperature, max_tokens=positions,
-                                            seed0=10_000_000, **extra)
+    spec = spec_engine.sample_token_ids(prompt, n=n, temperature=temperature, max_tokens=positions, seed0=0, **extra)
+    target = target_engine.sample_token_ids(
+        prompt, n=n, temperature=temperature, max_tokens=positions, seed0=10_000_000, **extra
+    )
     return compare(spec, target, temperature=temperature, positions=positions, alpha=alpha)

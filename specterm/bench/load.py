@@ -91,13 +91,22 @@ def summarize(runs: Sequence[LevelRun]) -> list[LevelResult]:
             stats.merge(r.stats)
         lat = [x for r in rs for x in r.latencies_s]
         ttft = [x for r in rs for x in r.ttfts_s]
-        result = LevelResult(config, level, statistics.median(r.throughput for r in rs), _pct(lat, 0.5),
-                             _pct(lat, 0.95), _pct(ttft, 0.5), stats.acceptance_rate, stats.mean_acceptance_length,
-                             reconciled=None if rs[0].reconciled is None else all(r.reconciled for r in rs))
+        result = LevelResult(
+            config,
+            level,
+            statistics.median(r.throughput for r in rs),
+            _pct(lat, 0.5),
+            _pct(lat, 0.95),
+            _pct(ttft, 0.5),
+            stats.acceptance_rate,
+            stats.mean_acceptance_length,
+            reconciled=None if rs[0].reconciled is None else all(r.reconciled for r in rs),
+        )
         if config != TARGET_ONLY:
             base = {r.round: r for r in by.get((TARGET_ONLY, level), [])}
-            ratios = [r.throughput / base[r.round].throughput for r in rs
-                      if r.round in base and base[r.round].throughput > 0]
+            ratios = [
+                r.throughput / base[r.round].throughput for r in rs if r.round in base and base[r.round].throughput > 0
+            ]
             result.ratio = statistics.median(ratios) if ratios else None
         out.append(result)
     return sorted(out, key=lambda r: (r.config != TARGET_ONLY, r.config, r.level))
@@ -123,8 +132,9 @@ def verdict_line(results: Sequence[LevelResult], config: str) -> str:
     if at == levels[0][0]:
         return f"{config} never pays here: slower than target-only from concurrency {at} ({ratios})"
     last_paid = max(level for level, ratio in levels if level < at and ratio >= 1.0)
-    return (f"{config} stops paying at concurrency {at}: keep it on up to {last_paid} in flight, "
-            f"off from {at} ({ratios})")
+    return (
+        f"{config} stops paying at concurrency {at}: keep it on up to {last_paid} in flight, off from {at} ({ratios})"
+    )
 
 
 def recommend_per_load(results: Sequence[LevelResult], base: EngineConfig):
@@ -144,26 +154,43 @@ def recommend_per_load(results: Sequence[LevelResult], base: EngineConfig):
     method, _, k = label.partition(" k=")
     target_only = next((r.throughput for r in results if r.level == levels[0] and r.config == TARGET_ONLY), None)
     common = dict(
-        target=base.target, workloads=["load"], concurrency=levels[0],
+        target=base.target,
+        workloads=["load"],
+        concurrency=levels[0],
         candidates={r.config: round(r.ratio, 3) for r in results if r.level == levels[0] and r.ratio is not None},
         per_load={str(lv): (b.config if b is not None else NO_SPECULATION) for lv, b in best.items()},
-        speculation_off_from=off_from, target_only_tok_s=round(target_only, 2) if target_only else None,
-        measured=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
+        speculation_off_from=off_from,
+        target_only_tok_s=round(target_only, 2) if target_only else None,
+        measured=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    )
     if first is None:
         return Recommendation(method=NO_SPECULATION, k=0, speedup=1.0, draft=None, **common)
     if method == "draft_model" and any(GRAMMAR_SUFFIX in r.config for r in results):
         common["grammar_drafting"] = False  # plain beat grammar drafting (its label is split by Recommendation)
-    return Recommendation(method=method, k=int(k), speedup=round(first.ratio or 1.0, 3),
-                          draft=base.draft if method.startswith("draft_model") else None, **common)
+    return Recommendation(
+        method=method,
+        k=int(k),
+        speedup=round(first.ratio or 1.0, 3),
+        draft=base.draft if method.startswith("draft_model") else None,
+        **common,
+    )
 
 
 class LoadSweep:
     """Runs the levels for each speculative configuration against target-only."""
 
-    def __init__(self, base: EngineConfig, prompts: Sequence[Prompt], specs: Sequence[ConfigSpec],
-                 levels: Sequence[int], *, params: GenerationParams, repeats: int = 1,
-                 loader: Callable[[EngineConfig], SpecEngine] | None = None,
-                 request_params: Sequence[GenerationParams] | None = None) -> None:
+    def __init__(
+        self,
+        base: EngineConfig,
+        prompts: Sequence[Prompt],
+        specs: Sequence[ConfigSpec],
+        levels: Sequence[int],
+        *,
+        params: GenerationParams,
+        repeats: int = 1,
+        loader: Callable[[EngineConfig], SpecEngine] | None = None,
+        request_params: Sequence[GenerationParams] | None = None,
+    ) -> None:
         if not prompts:
             raise ConfigError("the workload has no prompts")
         if not levels or any(c < 1 for c in levels):
@@ -193,8 +220,10 @@ class LoadSweep:
         longest = max(len(engine.renderer.ids(p)) + q.max_tokens for p, q in zip(self.prompts, self.request_params))
         fits = kv_capacity(engine, longest)
         if fits is not None and (top := max(self.levels)) > fits:
-            raise ConfigError(f"concurrency {top} does not fit the KV cache: {fits} requests of up to {longest} "
-                              f"tokens fit at once (fewer levels, a shorter --max-tokens, or more KV cache)")
+            raise ConfigError(
+                f"concurrency {top} does not fit the KV cache: {fits} requests of up to {longest} "
+                f"tokens fit at once (fewer levels, a shorter --max-tokens, or more KV cache)"
+            )
 
     def run(self, progress: Progress = lambda _d, _n: None) -> list[LevelRun]:
         target = self.loader(engine_config(self.base, ConfigSpec(None)))
@@ -222,8 +251,9 @@ class LoadSweep:
         from specterm.engine.batch import BatchItem
 
         warm = self.params.model_copy(update={"max_tokens": 4, "json_schema": None})
-        engine.generate_concurrent([BatchItem(p, warm, f"warm{i}") for i, p in enumerate(self.prompts[:2])],
-                                   lambda _e: None, concurrency=2)
+        engine.generate_concurrent(
+            [BatchItem(p, warm, f"warm{i}") for i, p in enumerate(self.prompts[:2])], lambda _e: None, concurrency=2
+        )
 
     def _one(self, engine: SpecEngine, label: str, level: int, rnd: int) -> LevelRun:
         from specterm.engine.batch import BatchItem
@@ -239,6 +269,14 @@ class LoadSweep:
                 stats.add_step(event)
 
         result = engine.generate_concurrent(items, sink, concurrency=level)
-        return LevelRun(label, level, rnd, result.wall_s, sum(f.output_tokens for f in result.finished),
-                        [f.wall_s for f in result.finished], [f.ttft_s for f in result.finished if f.ttft_s is not None],
-                        stats, None if result.counters is None else bool(result.counters["matched"]))
+        return LevelRun(
+            label,
+            level,
+            rnd,
+            result.wall_s,
+            sum(f.output_tokens for f in result.finished),
+            [f.wall_s for f in result.finished],
+            [f.ttft_s for f in result.finished if f.ttft_s is not None],
+            stats,
+            None if result.counters is None else bool(result.counters["matched"]),
+        )

@@ -84,8 +84,13 @@ class Recommendation(BaseModel):
         same_k = method == NO_SPECULATION or config.num_speculative_tokens == self.k
         draft_matters = config.method == "draft_model"
         same_grammar = self.grammar_drafting is None or config.drafts_with_grammar == self.grammar_drafting
-        return (config.target == self.target and method == self.method and same_k and same_grammar
-                and (not draft_matters or config.draft == self.draft))
+        return (
+            config.target == self.target
+            and method == self.method
+            and same_k
+            and same_grammar
+            and (not draft_matters or config.draft == self.draft)
+        )
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -109,7 +114,9 @@ def choose(per_workload: Mapping[str, Sequence[ConfigResult]], base: EngineConfi
     complete = {label: _geomean(v) for label, v in speedups.items() if len(v) == len(per_workload)}
     best = max(complete, key=complete.__getitem__, default=None)
     common: dict[str, Any] = {
-        "target": base.target, "draft": base.draft, "workloads": list(per_workload),
+        "target": base.target,
+        "draft": base.draft,
+        "workloads": list(per_workload),
         "candidates": {label: round(v, 3) for label, v in complete.items()},
         "target_only_tok_s": round(_geomean(target_rates), 2) if target_rates else None,
         "measured": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -177,4 +184,3 @@ def for_engine(config: EngineConfig) -> Recommendation | None:
 
     rec = read(config_file())
     return rec if rec is not None and rec.matches(config) else None
-

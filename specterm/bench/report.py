@@ -21,8 +21,12 @@ from specterm.errors import ConfigError
 from specterm.stats import fmt_opt
 
 # Marker and style per method: a letter, not only a hue, so the plot reads without colour.
-MARKS = {"draft_model": ("D", "bold cyan"), "draft_model+grammar": ("G", "bold green"), "ngram": ("N", "bold magenta"),
-         "suffix": ("S", "bold yellow")}
+MARKS = {
+    "draft_model": ("D", "bold cyan"),
+    "draft_model+grammar": ("G", "bold green"),
+    "ngram": ("N", "bold magenta"),
+    "suffix": ("S", "bold yellow"),
+}
 THEORY_MARK = ("·", "dim")
 
 
@@ -45,13 +49,28 @@ def _positions(values: Sequence[float]) -> str:
 def results_table(results: Sequence[ConfigResult], *, title: str = "") -> Table:
     """Speed: rates, latencies, speed-up against the theory (fits 100 columns)."""
     table = Table(title=title or None, title_justify="left", header_style="bold")
-    for name in ("configuration", "decode tok/s", "wall ms", "TTFT ms", "steps/tok", "speed-up [min–max]",
-                 "theory", "meas/theory"):
+    for name in (
+        "configuration",
+        "decode tok/s",
+        "wall ms",
+        "TTFT ms",
+        "steps/tok",
+        "speed-up [min–max]",
+        "theory",
+        "meas/theory",
+    ):
         table.add_column(name, justify="left" if name == "configuration" else "right")
     for r in results:
-        table.add_row(Text(r.label), _spread(r.tokens_per_s, ".0f"), _ms(r.wall_s), _ms(r.ttft_s),
-                      fmt_opt(r.steps_per_token), _spread(r.speedup, ".2f", "×"), fmt_opt(r.theory, ".2f"),
-                      fmt_opt(r.measured_over_theory))
+        table.add_row(
+            Text(r.label),
+            _spread(r.tokens_per_s, ".0f"),
+            _ms(r.wall_s),
+            _ms(r.ttft_s),
+            fmt_opt(r.steps_per_token),
+            _spread(r.speedup, ".2f", "×"),
+            fmt_opt(r.theory, ".2f"),
+            fmt_opt(r.measured_over_theory),
+        )
     return table
 
 
@@ -59,16 +78,32 @@ def acceptance_table(results: Sequence[ConfigResult]) -> Table:
     """What the theory is fed: acceptance, α, c (and c inline), per-position acceptance."""
     table = Table(header_style="bold")
     grammar = any(r.grammar for r in results)
-    names = ("configuration", "accept", "MAL", "α", "c", "c inline", "per position",
-             *(("passes/tok", "grammar") if grammar else ()))
+    names = (
+        "configuration",
+        "accept",
+        "MAL",
+        "α",
+        "c",
+        "c inline",
+        "per position",
+        *(("passes/tok", "grammar") if grammar else ()),
+    )
     for name in names:
         table.add_column(name, justify="left" if name in ("configuration", "per position") else "right")
     for r in results:
         if r.method is None:
             continue
         extra = (fmt_opt(r.draft_passes_per_token), fmt_opt(r.grammar_draft_share, ".0%")) if grammar else ()
-        table.add_row(Text(r.label), fmt_opt(r.acceptance_rate, ".0%"), fmt_opt(r.mean_acceptance_length),
-                      fmt_opt(r.alpha), fmt_opt(r.c), fmt_opt(r.c_inline), _positions(r.per_position), *extra)
+        table.add_row(
+            Text(r.label),
+            fmt_opt(r.acceptance_rate, ".0%"),
+            fmt_opt(r.mean_acceptance_length),
+            fmt_opt(r.alpha),
+            fmt_opt(r.c),
+            fmt_opt(r.c_inline),
+            _positions(r.per_position),
+            *extra,
+        )
     return table
 
 
@@ -77,8 +112,11 @@ def ttft_steps_table(results: Sequence[ConfigResult], *, max_steps: int = 6) -> 
     if not any(len(r.ttft_by_step) > 1 for r in results):
         return None
     n = min(max(len(r.ttft_by_step) for r in results), max_steps)
-    table = Table(title="TTFT by agent step (ms; median over the turns that reached the step)",
-                  title_justify="left", header_style="bold")
+    table = Table(
+        title="TTFT by agent step (ms; median over the turns that reached the step)",
+        title_justify="left",
+        header_style="bold",
+    )
     table.add_column("configuration")
     for i in range(n):
         table.add_column(f"step {i + 1}", justify="right")
@@ -86,8 +124,13 @@ def ttft_steps_table(results: Sequence[ConfigResult], *, max_steps: int = 6) -> 
     table.add_column("2+ cached", justify="right")  # share of their prompt found in vLLM's prefix cache
     for r in results:
         cells = [f"{t * 1e3:.0f}" for t in r.ttft_by_step[:n]]
-        table.add_row(Text(r.label), *cells, *["–"] * (n - len(cells)), fmt_opt(r.later_ttft_share, ".0%"),
-                      fmt_opt(r.later_cached_share, ".0%"))
+        table.add_row(
+            Text(r.label),
+            *cells,
+            *["–"] * (n - len(cells)),
+            fmt_opt(r.later_ttft_share, ".0%"),
+            fmt_opt(r.later_cached_share, ".0%"),
+        )
     return table
 
 
@@ -100,8 +143,11 @@ def turns_table(records, labels: Sequence[str], per_round: int) -> Table:
     from specterm.bench.results import speedup_by_turn, units_by_turn
 
     groups = ("turn 1 (cold)", "turns 2–%d" % per_round, "later rounds (repeats)")
-    table = Table(title="by turn: decode speed-up · tokens per step (each engine's units in the order it ran them)",
-                  title_justify="left", header_style="bold")
+    table = Table(
+        title="by turn: decode speed-up · tokens per step (each engine's units in the order it ran them)",
+        title_justify="left",
+        header_style="bold",
+    )
     table.add_column("configuration")
     for name in groups:
         table.add_column(name, justify="right")
@@ -121,8 +167,15 @@ def turns_table(records, labels: Sequence[str], per_round: int) -> Table:
     return table
 
 
-def ratio_grid(marks: Sequence[tuple[int, float, tuple[str, str]]], columns: Sequence[Any], *, axis: str,
-               legend: Sequence[tuple[str, str]], height: int = 12, col: int = 6) -> Text:
+def ratio_grid(
+    marks: Sequence[tuple[int, float, tuple[str, str]]],
+    columns: Sequence[Any],
+    *,
+    axis: str,
+    legend: Sequence[tuple[str, str]],
+    height: int = 12,
+    col: int = 6,
+) -> Text:
     """A terminal plot of ratios: ``marks`` are (column index, y, (character, style)) with the column's
     centre offset already applied; ``-`` at 1×; ``columns`` label the x axis (``axis`` names it)."""
     ys = [y for _, y, _ in marks] + [1.0]
@@ -164,8 +217,14 @@ def speedup_plot(results: Sequence[ConfigResult], *, height: int = 12, col: int 
             marks.append((x, r.theory, THEORY_MARK))
         marks.append((x, r.speedup.median, MARKS.get(r.name, ("?", "bold"))))
     legend = [(f"{m} {n}", s) for n, (m, s) in MARKS.items() if any(r.name == n for r in points)]
-    return ratio_grid(marks, ks, axis="k", height=height, col=col,
-                      legend=[*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")])
+    return ratio_grid(
+        marks,
+        ks,
+        axis="k",
+        height=height,
+        col=col,
+        legend=[*legend, (f"{THEORY_MARK[0]} theory", "dim"), ("- target-only 1×", "dim")],
+    )
 
 
 def to_json(results: Sequence[ConfigResult], meta: dict[str, Any]) -> dict[str, Any]:

@@ -28,8 +28,18 @@ from specterm.engine.base import GenerationParams
 from specterm.engine.chat import ChatPrompt, Message
 from specterm.errors import ConfigError, first_error
 
-IGNORED = ("model", "stream", "stream_options", "user", "metadata", "store", "logprobs", "top_logprobs",
-           "parallel_tool_calls", "service_tier")
+IGNORED = (
+    "model",
+    "stream",
+    "stream_options",
+    "user",
+    "metadata",
+    "store",
+    "logprobs",
+    "top_logprobs",
+    "parallel_tool_calls",
+    "service_tier",
+)
 """Fields a client sends that do not change what the engine computes for one request here."""
 DEFAULT_MAX_TOKENS = 256
 
@@ -96,10 +106,18 @@ def _message(m: dict[str, Any]) -> Message:
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     calls = m.get("tool_calls")
     if calls:
-        calls = [{"type": "function", "function": {
-            "name": c["function"]["name"],
-            "arguments": json.loads(c["function"]["arguments"]) if isinstance(c["function"].get("arguments"), str)
-            else c["function"].get("arguments", {})}} for c in calls]
+        calls = [
+            {
+                "type": "function",
+                "function": {
+                    "name": c["function"]["name"],
+                    "arguments": json.loads(c["function"]["arguments"])
+                    if isinstance(c["function"].get("arguments"), str)
+                    else c["function"].get("arguments", {}),
+                },
+            }
+            for c in calls
+        ]
     unknown = set(m) - {"role", "content", "name", "tool_calls", "tool_call_id"}
     if unknown:
         raise ValueError(f"unknown message field {sorted(unknown)[0]!r}")
@@ -108,9 +126,23 @@ def _message(m: dict[str, Any]) -> Message:
 
 def _required_schema(tools: list[_Tool]) -> dict[str, Any]:
     """vLLM's schema for ``tool_choice: "required"``: an array of calls, each one of the tools."""
-    return {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [
-        {"properties": {"name": {"type": "string", "enum": [t.function.name]}, "parameters": t.function.parameters},
-         "required": ["name", "parameters"]} for t in tools]}}
+    return {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "anyOf": [
+                {
+                    "properties": {
+                        "name": {"type": "string", "enum": [t.function.name]},
+                        "parameters": t.function.parameters,
+                    },
+                    "required": ["name", "parameters"],
+                }
+                for t in tools
+            ],
+        },
+    }
 
 
 def _constraint(req: ChatRequest) -> tuple[dict[str, Any] | None, str]:
@@ -179,9 +211,13 @@ def parse_line(line_no: int, text: str) -> FileRequest:
     if schema is not None:
         _compiles(schema)
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    params = GenerationParams(max_tokens=req.max_completion_tokens or req.max_tokens or DEFAULT_MAX_TOKENS,
-                              temperature=req.temperature if req.temperature is not None else 0.0,
-                              json_schema=schema, stop=stop, seed=req.seed)
+    params = GenerationParams(
+        max_tokens=req.max_completion_tokens or req.max_tokens or DEFAULT_MAX_TOKENS,
+        temperature=req.temperature if req.temperature is not None else 0.0,
+        json_schema=schema,
+        stop=stop,
+        seed=req.seed,
+    )
     return FileRequest(line_no, ChatPrompt(messages=messages, tools=tools), params, constraint)
 
 

@@ -209,11 +209,18 @@ def draft_cost_ratio(records: Sequence[RequestRecord]) -> Spread | None:
 def _base(label: str, method: str | None, k: int, recs: Sequence[RequestRecord], rates: list[float]) -> ConfigResult:
     tokens = sum(r.tokens for r in recs)
     return ConfigResult(
-        label=label, method=method, k=k, requests=len(recs), output_tokens=tokens,
-        tokens_per_s=Spread.of(rates), wall_s=Spread.of(r.wall_s for r in recs),
-        ttft_s=Spread.of(r.ttft_s for r in recs), step_s=median_step(recs),
+        label=label,
+        method=method,
+        k=k,
+        requests=len(recs),
+        output_tokens=tokens,
+        tokens_per_s=Spread.of(rates),
+        wall_s=Spread.of(r.wall_s for r in recs),
+        ttft_s=Spread.of(r.ttft_s for r in recs),
+        step_s=median_step(recs),
         steps_per_token=sum(r.steps for r in recs) / tokens if tokens else None,
-        ttft_by_step=ttft_by_step(recs), later_cached_share=later_cached_share(recs),
+        ttft_by_step=ttft_by_step(recs),
+        later_cached_share=later_cached_share(recs),
     )
 
 

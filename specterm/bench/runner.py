@@ -95,8 +95,9 @@ class RequestRecord:
         return max(self.wall_s - self.prefill_s, 0.0)
 
 
-def record_from_events(events: Sequence[Any], *, config: str, block: str, round: int, prompt: int,
-                       workload: str = "") -> RequestRecord:
+def record_from_events(
+    events: Sequence[Any], *, config: str, block: str, round: int, prompt: int, workload: str = ""
+) -> RequestRecord:
     """Fold one measured unit's events into a ``RequestRecord`` (stats via ``specterm.stats``).
 
     A unit is one engine request, or one agent turn made of several: then tokens and steps add up,
@@ -123,11 +124,21 @@ def record_from_events(events: Sequence[Any], *, config: str, block: str, round:
     prompts = [e.prompt_tokens for e in events if isinstance(e, RequestStarted)]
     wall = sum(f.wall_s for f in finished)
     return RequestRecord(
-        config=config, block=block, round=round, prompt=prompt,
-        tokens=stats.tokens, first_step_tokens=sum(len(s.tokens) for s in first.values()),
-        steps=len(steps), wall_s=wall, ttft_s=finished[0].ttft_s, decode_step_s=decode_steps, stats=stats,
-        token_ids=[t.id for s in steps for t in s.tokens], text="".join(f.text for f in finished),
-        workload=workload, step_ttft_s=[f.ttft_s for f in finished],
+        config=config,
+        block=block,
+        round=round,
+        prompt=prompt,
+        tokens=stats.tokens,
+        first_step_tokens=sum(len(s.tokens) for s in first.values()),
+        steps=len(steps),
+        wall_s=wall,
+        ttft_s=finished[0].ttft_s,
+        decode_step_s=decode_steps,
+        stats=stats,
+        token_ids=[t.id for s in steps for t in s.tokens],
+        text="".join(f.text for f in finished),
+        workload=workload,
+        step_ttft_s=[f.ttft_s for f in finished],
         step_cached=[(p, f.cached_tokens) for p, f in zip(prompts, finished)],
     )
 
@@ -135,8 +146,9 @@ def record_from_events(events: Sequence[Any], *, config: str, block: str, round:
 def engine_config(base: EngineConfig, spec: ConfigSpec) -> EngineConfig:
     if spec.method is None:
         return base.model_copy(update={"method": None})
-    return base.model_copy(update={"method": spec.method, "num_speculative_tokens": spec.k,
-                                   "grammar_drafting": spec.grammar})
+    return base.model_copy(
+        update={"method": spec.method, "num_speculative_tokens": spec.k, "grammar_drafting": spec.grammar}
+    )
 
 
 def spec_of(method: str, k: int, grammar: bool = False) -> ConfigSpec:
@@ -161,11 +173,21 @@ class BenchRunner:
     """Runs the blocks. ``loader`` builds an engine (``specterm.engine.load_engine`` by default);
     tests may pass another."""
 
-    def __init__(self, base: EngineConfig, workloads: dict[str, Sequence[Prompt]], specs: Sequence[ConfigSpec], *,
-                 repeats: int = 3, params: GenerationParams | None = None, loader: Loader | None = None,
-                 time_draft: bool = True, warmup: bool = True, agent: str = "sql_analyst",
-                 suffix_cold: bool = False,
-                 request_params: dict[str, Sequence[GenerationParams]] | None = None) -> None:
+    def __init__(
+        self,
+        base: EngineConfig,
+        workloads: dict[str, Sequence[Prompt]],
+        specs: Sequence[ConfigSpec],
+        *,
+        repeats: int = 3,
+        params: GenerationParams | None = None,
+        loader: Loader | None = None,
+        time_draft: bool = True,
+        warmup: bool = True,
+        agent: str = "sql_analyst",
+        suffix_cold: bool = False,
+        request_params: dict[str, Sequence[GenerationParams]] | None = None,
+    ) -> None:
         if repeats < 1:
             raise ValueError("repeats must be >= 1")
         # (workload, prompt) pairs: every workload runs in the same blocks, so engines load once.
@@ -176,8 +198,9 @@ class BenchRunner:
         self.repeats, self.params = repeats, params or GenerationParams(max_tokens=64)
         # each prompt's own parameters where a workload brings them (bench --requests), else ``params``
         own = request_params or {}
-        self._params = [p for name, prompts in workloads.items()
-                        for p in (own.get(name) or [self.params] * len(prompts))]
+        self._params = [
+            p for name, prompts in workloads.items() for p in (own.get(name) or [self.params] * len(prompts))
+        ]
         self.time_draft = time_draft and base.draft is not None and any(s.method == "draft_model" for s in specs)
         self.warmup = warmup
         self.suffix_cold = suffix_cold
@@ -252,8 +275,9 @@ class BenchRunner:
         finally:
             other.close()
 
-    def _one(self, engine: SpecEngine, prompt: Prompt, config: str, block: str, rnd: int, i: int,
-             workload: str) -> RequestRecord:
+    def _one(
+        self, engine: SpecEngine, prompt: Prompt, config: str, block: str, rnd: int, i: int, workload: str
+    ) -> RequestRecord:
         events: list[Any] = []
         if workload == "agent":
             from specterm.agent import AgentRunner, load_agent

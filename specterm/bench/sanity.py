@@ -79,8 +79,7 @@ def judge_acceptance(run: SanityRun, minimum: float = MIN_ACCEPTANCE) -> Violati
     if rate >= minimum:
         return None
     pos = " ".join(f"{p:.2f}" for p in run.stats.per_position)
-    msg = (f"acceptance {rate:.1%} < {minimum:.0%} with the draft identical to the target "
-           f"(per position: {pos})")
+    msg = f"acceptance {rate:.1%} < {minimum:.0%} with the draft identical to the target (per position: {pos})"
     if one_draft_then_nothing(run.stats.per_position):
         msg += "; at most one draft accepted per step — the known vLLM CPU-build sampling-verification failure"
     zeros = sum(1 for ids in run.outputs for t in ids if t == 0)
@@ -94,15 +93,19 @@ def judge_outputs(run: SanityRun) -> Violation | None:
     if run.reference is None:
         return None
     if len(run.reference) != len(run.outputs):
-        return Violation("lossless greedy", run.config,
-                         f"{len(run.outputs)} outputs for {len(run.reference)} target-only outputs")
+        return Violation(
+            "lossless greedy", run.config, f"{len(run.outputs)} outputs for {len(run.reference)} target-only outputs"
+        )
     for i, (ref, got) in enumerate(zip(run.reference, run.outputs)):
         if ref != got:
             pos = next((j for j, (a, b) in enumerate(zip(ref, got)) if a != b), min(len(ref), len(got)))
-            return Violation("lossless greedy", run.config,
-                             f"prompt {i + 1}: speculative output differs from target-only at token {pos} "
-                             f"(target-only {ref[pos:pos + 3]}, speculative {got[pos:pos + 3]}; "
-                             f"lengths {len(ref)} vs {len(got)})")
+            return Violation(
+                "lossless greedy",
+                run.config,
+                f"prompt {i + 1}: speculative output differs from target-only at token {pos} "
+                f"(target-only {ref[pos : pos + 3]}, speculative {got[pos : pos + 3]}; "
+                f"lengths {len(ref)} vs {len(got)})",
+            )
     return None
 
 
@@ -111,9 +114,13 @@ def judge(runs: Sequence[SanityRun], minimum: float = MIN_ACCEPTANCE) -> list[Vi
     out = []
     for run in runs:
         if run.distribution is not None and not run.distribution.ok:
-            out.append(Violation("same distribution", run.config,
-                                 "speculative samples are not distributed as target-only samples: "
-                                 + run.distribution.describe()))
+            out.append(
+                Violation(
+                    "same distribution",
+                    run.config,
+                    "speculative samples are not distributed as target-only samples: " + run.distribution.describe(),
+                )
+            )
         if run.check == "identical_draft":
             out.append(judge_acceptance(run, minimum))
         out.append(judge_outputs(run))
@@ -126,12 +133,22 @@ def judge(runs: Sequence[SanityRun], minimum: float = MIN_ACCEPTANCE) -> list[Vi
 def identical_draft_config(target: str, k: int, base: EngineConfig | None = None) -> EngineConfig:
     """draft_model speculation with the target as its own draft and sampled (not greedy) drafts."""
     base = base or EngineConfig(target=target)
-    spec = {"method": "draft_model", "model": target, "num_speculative_tokens": k,
-            "draft_sample_method": "probabilistic"}
+    spec = {
+        "method": "draft_model",
+        "model": target,
+        "num_speculative_tokens": k,
+        "draft_sample_method": "probabilistic",
+    }
     # speculative_config is passed whole: EngineConfig has no field for draft_sample_method.
-    return base.model_copy(update={"target": target, "draft": target, "method": "draft_model",
-                                   "num_speculative_tokens": k,
-                                   "extra_engine_args": {**base.extra_engine_args, "speculative_config": spec}})
+    return base.model_copy(
+        update={
+            "target": target,
+            "draft": target,
+            "method": "draft_model",
+            "num_speculative_tokens": k,
+            "extra_engine_args": {**base.extra_engine_args, "speculative_config": spec},
+        }
+    )
 
 
 def _ids(engine: SpecEngine, prompt: str, params: GenerationParams, stats: SpecStats | None) -> list[int]:
@@ -144,11 +161,18 @@ def _ids(engine: SpecEngine, prompt: str, params: GenerationParams, stats: SpecS
     return [t.id for s in steps for t in s.tokens]
 
 
-def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0), seed: int = 1234,
-               k: int = 4, prompts: Sequence[str] = SANITY_PROMPTS, max_tokens: int = 32,
-               samples: int = DISTRIBUTION_SAMPLES,
-               loader: Callable[[EngineConfig], SpecEngine] | None = None,
-               progress: Callable[[str], None] | None = None) -> list[SanityRun]:
+def run_sanity(
+    base: EngineConfig,
+    *,
+    temperatures: Sequence[float] = (0.0, 1.0),
+    seed: int = 1234,
+    k: int = 4,
+    prompts: Sequence[str] = SANITY_PROMPTS,
+    max_tokens: int = 32,
+    samples: int = DISTRIBUTION_SAMPLES,
+    loader: Callable[[EngineConfig], SpecEngine] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[SanityRun]:
     """Run the checks for ``base.target`` (and ``base.draft`` when it is a different model)."""
     if loader is None:
         from specterm.engine import load_engine
@@ -166,16 +190,21 @@ def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0)
         reference = [_ids(engine, p, greedy, None) for p in prompts]
         for temp in sampled:
             say(f"target-only samples T={temp:g}")
-            target_samples[temp] = engine.sample_token_ids(DISTRIBUTION_PROMPT, n=samples, temperature=temp,
-                                                           max_tokens=DISTRIBUTION_POSITIONS, seed0=10_000_000)
+            target_samples[temp] = engine.sample_token_ids(
+                DISTRIBUTION_PROMPT, n=samples, temperature=temp, max_tokens=DISTRIBUTION_POSITIONS, seed0=10_000_000
+            )
     runs: list[SanityRun] = []
     say("identical draft")
     with loader(identical_draft_config(target, k, base)) as engine:
         for temp in temperatures:
             use_seed = seed if temp > 0 else None
             params = GenerationParams(max_tokens=max_tokens, temperature=temp, seed=use_seed)
-            run = SanityRun("identical_draft", _describe("draft_model", k, "= target", temp, use_seed, "sampled"),
-                            temp, reference=reference if temp == 0 else None)
+            run = SanityRun(
+                "identical_draft",
+                _describe("draft_model", k, "= target", temp, use_seed, "sampled"),
+                temp,
+                reference=reference if temp == 0 else None,
+            )
             run.outputs = [_ids(engine, p, params, run.stats) for p in prompts]
             runs.append(run)
             say(f"identical draft T={temp:g} done")
@@ -183,18 +212,24 @@ def run_sanity(base: EngineConfig, *, temperatures: Sequence[float] = (0.0, 1.0)
         say("real draft, greedy")
         cfg = base.model_copy(update={"method": "draft_model", "num_speculative_tokens": k})
         with loader(cfg) as engine:
-            run = SanityRun("lossless", _describe("draft_model", k, base.draft, 0.0, None, "greedy"), 0.0,
-                            reference=reference)
+            run = SanityRun(
+                "lossless", _describe("draft_model", k, base.draft, 0.0, None, "greedy"), 0.0, reference=reference
+            )
             run.outputs = [_ids(engine, p, greedy, run.stats) for p in prompts]
             runs.append(run)
             for temp in sampled:
                 say(f"real draft, samples T={temp:g}")
-                spec = engine.sample_token_ids(DISTRIBUTION_PROMPT, n=samples, temperature=temp,
-                                               max_tokens=DISTRIBUTION_POSITIONS, seed0=0)
-                run = SanityRun("distribution", _describe("draft_model", k, base.draft, temp, None, "greedy")
-                                + f", {samples} samples", temp)
-                run.distribution = compare(spec, target_samples[temp], temperature=temp,
-                                           positions=DISTRIBUTION_POSITIONS)
+                spec = engine.sample_token_ids(
+                    DISTRIBUTION_PROMPT, n=samples, temperature=temp, max_tokens=DISTRIBUTION_POSITIONS, seed0=0
+                )
+                run = SanityRun(
+                    "distribution",
+                    _describe("draft_model", k, base.draft, temp, None, "greedy") + f", {samples} samples",
+                    temp,
+                )
+                run.distribution = compare(
+                    spec, target_samples[temp], temperature=temp, positions=DISTRIBUTION_POSITIONS
+                )
                 runs.append(run)
     return runs
 
@@ -216,8 +251,15 @@ def doctor_check(temperatures: Sequence[float] = (0.0, 1.0)) -> dict[str, Any]:
     return {
         "temperatures": list(temperatures),
         "violations": [str(v) for v in judge(runs)],
-        "runs": [{"check": r.check, "config": r.config, "acceptance_rate": r.stats.acceptance_rate,
-                  "per_position": r.stats.per_position,
-                  "lossless": None if r.reference is None else r.outputs == r.reference,
-                  "distribution": None if r.distribution is None else r.distribution.describe()} for r in runs],
+        "runs": [
+            {
+                "check": r.check,
+                "config": r.config,
+                "acceptance_rate": r.stats.acceptance_rate,
+                "per_position": r.stats.per_position,
+                "lossless": None if r.reference is None else r.outputs == r.reference,
+                "distribution": None if r.distribution is None else r.distribution.describe(),
+            }
+            for r in runs
+        ],
     }

@@ -94,15 +94,29 @@ CHAT: dict[str, tuple[str, ...]] = {
 EXTRACT_SCHEMA: dict = {
     "type": "object",
     "properties": {
-        "customer": {"type": "object", "properties": {
-            "name": {"type": "string", "maxLength": 40},
-            "email": {"type": "string", "maxLength": 40},
-            "country": {"type": "string", "maxLength": 20}},
-            "required": ["name", "email", "country"], "additionalProperties": False},
-        "items": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {
-            "product": {"type": "string", "maxLength": 24},
-            "quantity": {"type": "integer", "minimum": 1, "maximum": 99}},
-            "required": ["product", "quantity"], "additionalProperties": False}},
+        "customer": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 40},
+                "email": {"type": "string", "maxLength": 40},
+                "country": {"type": "string", "maxLength": 20},
+            },
+            "required": ["name", "email", "country"],
+            "additionalProperties": False,
+        },
+        "items": {
+            "type": "array",
+            "maxItems": 4,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "product": {"type": "string", "maxLength": 24},
+                    "quantity": {"type": "integer", "minimum": 1, "maximum": 99},
+                },
+                "required": ["product", "quantity"],
+                "additionalProperties": False,
+            },
+        },
         "date": {"type": "string", "format": "date"},
         "status": {"enum": ["pending", "placed", "shipped", "delivered", "refunded", "cancelled"]},
     },
@@ -175,15 +189,18 @@ def chat_requests(name: str, agent: str = "sql_analyst", key: str = "tool") -> l
         box = ToolBox(agent_def)
         questions = TOOLCALL_REQUESTS.get(agent_def.name, AGENT_REQUESTS)
         # The first turn exactly as the agent sends it: with its retrieved examples and passages.
-        return [build_chat(agent_def, [("user", q)], box.retrieve(q) if box.retrieves else [], key=key)  # type: ignore[arg-type]
-                for q in questions]
+        return [
+            build_chat(agent_def, [("user", q)], box.retrieve(q) if box.retrieves else [], key=key)  # type: ignore[arg-type]
+            for q in questions
+        ]
     if name not in CHAT:
         builtin_prompts(name)  # raises the one-line "unknown workload"
     return [ChatPrompt.user(text) for text in CHAT[name]]
 
 
-def output_schema(name: str, *, agent: str = "sql_analyst", renderer: PromptRenderer | None = None,
-                  raw: bool = False) -> dict | None:
+def output_schema(
+    name: str, *, agent: str = "sql_analyst", renderer: PromptRenderer | None = None, raw: bool = False
+) -> dict | None:
     """The JSON Schema a workload's requests are constrained to, as their real senders constrain them:
     ``toolcalls`` the agent's call schema (its first turn exactly as the agent sends it), ``extract``
     ``EXTRACT_SCHEMA``; ``None`` for free text and raw prefixes."""
@@ -199,8 +216,14 @@ def output_schema(name: str, *, agent: str = "sql_analyst", renderer: PromptRend
     return None
 
 
-def resolve(names: Sequence[str], *, renderer: PromptRenderer | None, agent: str = "sql_analyst",
-            raw: bool = False, notes: Callable[[str], None] = lambda _m: None) -> dict[str, list[Prompt]]:
+def resolve(
+    names: Sequence[str],
+    *,
+    renderer: PromptRenderer | None,
+    agent: str = "sql_analyst",
+    raw: bool = False,
+    notes: Callable[[str], None] = lambda _m: None,
+) -> dict[str, list[Prompt]]:
     """The requests of each named workload for this target.
 
     ``raw``: text prefixes. Otherwise conversations; with a ``renderer`` (the target's) each workload
@@ -220,8 +243,10 @@ def resolve(names: Sequence[str], *, renderer: PromptRenderer | None, agent: str
                 for r in requests:
                     renderer.text(r)
             except ChatTemplateError:
-                notes(f"workload {name}: the target's chat template refuses plain requests (it only answers "
-                      "agent requests); running its raw text prefixes instead, as --raw")
+                notes(
+                    f"workload {name}: the target's chat template refuses plain requests (it only answers "
+                    "agent requests); running its raw text prefixes instead, as --raw"
+                )
                 requests = builtin_prompts(name)
         out[name] = requests
     return out

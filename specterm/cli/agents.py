@@ -15,8 +15,11 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("agents", help="scaffold an agent folder with its own tools; list installed agents and tools",
-                       description=__doc__)
+    p = sub.add_parser(
+        "agents",
+        help="scaffold an agent folder with its own tools; list installed agents and tools",
+        description=__doc__,
+    )
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     new = verbs.add_parser("new", help="write a working agent folder NAME (agent.toml + tools.py)")
     new.add_argument("name", help="the agent's name (lowercase letters, digits, _)")
@@ -36,9 +39,13 @@ def handle_new(args: argparse.Namespace) -> int:
     from specterm.models.defaults import GENERAL_MODEL_HINT, TRAINED_FOR
 
     # The default pair learned the shipped agents' tools only: say so, and name one that can do this.
-    print(f"the local pairs know only the shipped agents ({', '.join(TRAINED_FOR)}); for new tools use "
-          f"{GENERAL_MODEL_HINT}")
-    print(f'try: specterm run --agent {shown} --target DIR --draft DIR "How many words are in \'the quick brown fox\'?"')
+    print(
+        f"the local pairs know only the shipped agents ({', '.join(TRAINED_FOR)}); for new tools use "
+        f"{GENERAL_MODEL_HINT}"
+    )
+    print(
+        f"try: specterm run --agent {shown} --target DIR --draft DIR \"How many words are in 'the quick brown fox'?\""
+    )
     return 0
 
 
@@ -66,7 +73,7 @@ def handle_list(args: argparse.Namespace) -> int:
             tools = ", ".join(f"{t.name} ({t.handler})" for t in agent.tools)
             print(f"  {folder.name:<18} {kind:<8} {folder}{shadowed}\n    tools: {tools}")
     eps = entry_point_tools()
-    print(f"tools from installed packages (entry points {ENTRY_POINT_GROUP}; handler = \"entry:NAME\"):")
+    print(f'tools from installed packages (entry points {ENTRY_POINT_GROUP}; handler = "entry:NAME"):')
     if not eps:
         print("  none")
     for ep in eps:

@@ -19,23 +19,38 @@ from specterm.engine import wire
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("attach", help="watch the verdicts of a running vllm serve (many requests, any client)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("addr", nargs="?", metavar="ADDR",
-                   help=f"the server's publishing address: a socket path, ipc://PATH or tcp://HOST:PORT "
-                        f"(default: ${wire.ENV_ADDR}, else {wire.default_socket_path()})")
+    p = sub.add_parser(
+        "attach",
+        help="watch the verdicts of a running vllm serve (many requests, any client)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "addr",
+        nargs="?",
+        metavar="ADDR",
+        help=f"the server's publishing address: a socket path, ipc://PATH or tcp://HOST:PORT "
+        f"(default: ${wire.ENV_ADDR}, else {wire.default_socket_path()})",
+    )
     p.add_argument("--token", help=f"the server's token, for a tcp:// address (default: ${wire.ENV_TOKEN})")
-    p.add_argument("--tokenizer", metavar="PATH",
-                   help="the served model's tokenizer, if the server's path is not readable here")
-    p.add_argument("--headless", action="store_true",
-                   help="no dashboard: print each request as it finishes, tokens styled by verdict")
+    p.add_argument(
+        "--tokenizer", metavar="PATH", help="the served model's tokenizer, if the server's path is not readable here"
+    )
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="no dashboard: print each request as it finishes, tokens styled by verdict",
+    )
     p.add_argument("--json", action="store_true", help="print one event per line (JSONL); implies --headless")
     p.add_argument("--show-rejected", action="store_true", help="show rejected draft tokens, struck through")
     p.add_argument("--max-requests", type=int, metavar="N", help="stop after N requests have finished")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
-    p.add_argument("--metrics", metavar="URL",
-                   help="the server's Prometheus endpoint (e.g. http://127.0.0.1:8000/metrics): at the end, "
-                        "check the verdict counts against vLLM's spec-decode counters")
+    p.add_argument(
+        "--metrics",
+        metavar="URL",
+        help="the server's Prometheus endpoint (e.g. http://127.0.0.1:8000/metrics): at the end, "
+        "check the verdict counts against vLLM's spec-decode counters",
+    )
     p.add_argument("--theme", help="dashboard theme")
     from specterm.cli.common import add_record_args
 
@@ -73,8 +88,9 @@ def make_recorder(args: argparse.Namespace):
 def run_dashboard(args: argparse.Namespace, addr: str, token: str | None) -> int:
     from specterm.ui.attach_app import make_attach_app
 
-    app = make_attach_app(addr, token=token, tokenizer=args.tokenizer, make_recorder=make_recorder(args),
-                          theme=args.theme)
+    app = make_attach_app(
+        addr, token=token, tokenizer=args.tokenizer, make_recorder=make_recorder(args), theme=args.theme
+    )
     try:
         app.run()
     finally:
@@ -140,9 +156,21 @@ def _report_reconcile(printer, sink, attach, before: dict, url: str) -> int:
             break
         time.sleep(0.25)
     ok = ours == theirs
-    sink(EngineCounters(t=attach.clock(), request_id="all", ours=ours, vllm=theirs, matched=ok,
-                           detail="" if ok else "requests that ran before or after the attach count there too"))
-    line = ("verdicts reconcile with the server's /metrics" if ok else "verdicts do NOT reconcile with /metrics "
-            "(requests already running when attach started or still running at its end count there too)")
+    sink(
+        EngineCounters(
+            t=attach.clock(),
+            request_id="all",
+            ours=ours,
+            vllm=theirs,
+            matched=ok,
+            detail="" if ok else "requests that ran before or after the attach count there too",
+        )
+    )
+    line = (
+        "verdicts reconcile with the server's /metrics"
+        if ok
+        else "verdicts do NOT reconcile with /metrics "
+        "(requests already running when attach started or still running at its end count there too)"
+    )
     printer.err.print(f"specterm: {line}: ours {ours}, vllm {theirs}", markup=False, highlight=False)
     return 0 if ok else 1

@@ -18,37 +18,66 @@ DEFAULT_KS = (2, 4, 6, 8)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="speculative vs target-only side by side, against the theoretical bound",
-                       description=__doc__)
-    p.add_argument("--workload", default="toolcalls",
-                   help="comma list of prompt sets: toolcalls, prose, code, extract, agent (whole agent turns)")
-    p.add_argument("--agent", default="sql_analyst",
-                   help="agent for the toolcalls and agent workloads (default sql_analyst)")
-    p.add_argument("--prompts", metavar="FILE",
-                   help="one user request per line (replaces --workload; with --raw, text to complete)")
-    p.add_argument("--requests", metavar="FILE.jsonl",
-                   help="your traffic: one OpenAI chat-completions request body per line (messages, tools, "
-                        "tool_choice, response_format, max_tokens, temperature); replaces --workload")
-    p.add_argument("--raw", action="store_true",
-                   help="send raw text prefixes to complete instead of conversations (no chat template)")
+    p = sub.add_parser(
+        "bench", help="speculative vs target-only side by side, against the theoretical bound", description=__doc__
+    )
+    p.add_argument(
+        "--workload",
+        default="toolcalls",
+        help="comma list of prompt sets: toolcalls, prose, code, extract, agent (whole agent turns)",
+    )
+    p.add_argument(
+        "--agent", default="sql_analyst", help="agent for the toolcalls and agent workloads (default sql_analyst)"
+    )
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help="one user request per line (replaces --workload; with --raw, text to complete)",
+    )
+    p.add_argument(
+        "--requests",
+        metavar="FILE.jsonl",
+        help="your traffic: one OpenAI chat-completions request body per line (messages, tools, "
+        "tool_choice, response_format, max_tokens, temperature); replaces --workload",
+    )
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="send raw text prefixes to complete instead of conversations (no chat template)",
+    )
     p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
     p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default 3)")
-    add_generation_args(p, max_tokens=64, why="what the bench results in benchmarks/results "
-                        "were measured with, so a rerun without the flag compares")
+    add_generation_args(
+        p,
+        max_tokens=64,
+        why="what the bench results in benchmarks/results were measured with, so a rerun without the flag compares",
+    )
     p.add_argument("--json", metavar="FILE", help="write all results (and the per-request records) as JSON")
     p.add_argument("--plot", metavar="FILE.svg", help="write the speed-up plot and table as SVG")
-    p.add_argument("--recommend", action="store_true",
-                   help="write the fastest configuration (or 'none' when nothing beats target-only) to the "
-                        "config file, with its expected speed-up for the dashboard")
-    p.add_argument("--suffix-cold", action="store_true",
-                   help="reset suffix decoding's tree before every measured request (default: it keeps "
-                        "learning across them, as in a session)")
-    p.add_argument("--concurrency", metavar="LEVELS",
-                   help="instead: speculation under load, e.g. 1,2,4,8: that many requests in flight at once "
-                        "on each engine, output throughput ratio per level and where speculation stops paying")
-    p.add_argument("--sanity", action="store_true",
-                   help="instead: check draft = target accepts ≈100%% and greedy output is lossless")
+    p.add_argument(
+        "--recommend",
+        action="store_true",
+        help="write the fastest configuration (or 'none' when nothing beats target-only) to the "
+        "config file, with its expected speed-up for the dashboard",
+    )
+    p.add_argument(
+        "--suffix-cold",
+        action="store_true",
+        help="reset suffix decoding's tree before every measured request (default: it keeps "
+        "learning across them, as in a session)",
+    )
+    p.add_argument(
+        "--concurrency",
+        metavar="LEVELS",
+        help="instead: speculation under load, e.g. 1,2,4,8: that many requests in flight at once "
+        "on each engine, output throughput ratio per level and where speculation stops paying",
+    )
+    p.add_argument(
+        "--sanity",
+        action="store_true",
+        help="instead: check draft = target accepts ≈100%% and greedy output is lossless",
+    )
     p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default 0,1)")
     add_engine_args(p)
     p.set_defaults(func=handle)
@@ -97,35 +126,62 @@ def load_sweep(args: argparse.Namespace, base, console) -> int:
 
     levels = _list(args.concurrency, (), int, "--concurrency")
     names = _list(args.workload, (), str, "--workload")
-    if "agent" in names and not args.prompts and not args.requests:  # whole agent turns are sequential: their first calls load it
-        console.print("note: under --concurrency the agent workload runs as its first tool-call turns "
-                      "(toolcalls): an agent turn's steps depend on each other", style="yellow")
+    if (
+        "agent" in names and not args.prompts and not args.requests
+    ):  # whole agent turns are sequential: their first calls load it
+        console.print(
+            "note: under --concurrency the agent workload runs as its first tool-call turns "
+            "(toolcalls): an agent turn's steps depend on each other",
+            style="yellow",
+        )
         names = ["toolcalls" if n == "agent" else n for n in names]
     if len(names) != 1 and not args.prompts and not args.requests:
         raise ConfigError("--concurrency takes one workload at a time")
     params, specs = _params(args), _specs(args, base)
     workloads = _workloads(args, names, base, console)
-    (name, prompts), = workloads.items()
-    sweep = LoadSweep(base, prompts, specs, levels, params=params, repeats=args.repeats,
-                      request_params=(getattr(args, "request_params", None) or {}).get(name))
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True)
+    ((name, prompts),) = workloads.items()
+    sweep = LoadSweep(
+        base,
+        prompts,
+        specs,
+        levels,
+        params=params,
+        repeats=args.repeats,
+        request_params=(getattr(args, "request_params", None) or {}).get(name),
+    )
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     with progress:
         task = progress.add_task("starting", total=sweep.total_runs)
         sweep.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
     results = summarize(sweep.runs)
-    title = (f"workload {name} under load: {len(prompts)} prompts, max(prompts, 2 × level) requests per run, "
-             f"{args.repeats} round(s), max_tokens {args.max_tokens}")
+    title = (
+        f"workload {name} under load: {len(prompts)} prompts, max(prompts, 2 × level) requests per run, "
+        f"{args.repeats} round(s), max_tokens {args.max_tokens}"
+    )
     show(console, results, title=title)
     if args.plot:
         write_load_svg(args.plot, results, title=title)
     rec = _recommend_load(results, base, console) if args.recommend else None
     if args.json:
-        write_json(args.json, {"meta": _meta(base, args, workloads) | {"concurrency": sorted(set(levels))},
-                               "results": [r.as_dict() for r in results],
-                               **({"recommendation": rec.model_dump()} if rec else {}),
-                               "runs": [{k: v for k, v in r.__dict__.items() if k != "stats"} | {"stats": r.stats.as_dict()}
-                                        for r in sweep.runs]})
+        write_json(
+            args.json,
+            {
+                "meta": _meta(base, args, workloads) | {"concurrency": sorted(set(levels))},
+                "results": [r.as_dict() for r in results],
+                **({"recommendation": rec.model_dump()} if rec else {}),
+                "runs": [
+                    {k: v for k, v in r.__dict__.items() if k != "stats"} | {"stats": r.stats.as_dict()}
+                    for r in sweep.runs
+                ],
+            },
+        )
     return 0
 
 
@@ -154,8 +210,13 @@ def _workloads(args: argparse.Namespace, names: list[str], base, console) -> dic
             for r in requests:
                 renderer.text(r)  # no template / a template that refuses: one line, says --raw
         return {"file": requests}
-    out = resolve(names, renderer=renderer, agent=args.agent, raw=args.raw,
-                  notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False))
+    out = resolve(
+        names,
+        renderer=renderer,
+        agent=args.agent,
+        raw=args.raw,
+        notes=lambda msg: console.print(f"note: {msg}", style="yellow", highlight=False),
+    )
     _constrain(args, out, renderer)
     return out
 
@@ -190,15 +251,19 @@ def _request_file(args: argparse.Namespace, renderer, console) -> list:
         except ConfigError as err:
             bad.append(f"line {r.line}: {err}")
     for line in sorted(bad, key=lambda b: int(b.split()[1].rstrip(":"))):
-        console.print(f"skipped {args.requests} {line}", style="yellow", highlight=False, markup=False,
-                      soft_wrap=True)
+        console.print(f"skipped {args.requests} {line}", style="yellow", highlight=False, markup=False, soft_wrap=True)
     if not kept:
         raise ConfigError(f"--requests file {args.requests}: no request can run")
     kinds: dict[str, int] = {}
     for r in kept:
         kinds[r.constraint.split()[0]] = kinds.get(r.constraint.split()[0], 0) + 1
-    console.print(f"{args.requests}: {len(kept)} requests ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
-                  + (f", {len(bad)} skipped" if bad else ""), highlight=False, markup=False, soft_wrap=True)
+    console.print(
+        f"{args.requests}: {len(kept)} requests ({', '.join(f'{n} {k}' for k, n in kinds.items())})"
+        + (f", {len(bad)} skipped" if bad else ""),
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     args.request_params = {"requests": [r.params for r in kept]}
     return [r.prompt for r in kept]
 
@@ -249,10 +314,24 @@ def bench(args: argparse.Namespace, base, console) -> int:
 
         load_agent(args.agent)  # a bad name is one line now, not after the engines load
     workloads = _workloads(args, names, base, console)
-    runner = BenchRunner(base, workloads, specs, repeats=args.repeats, params=params, agent=args.agent,
-                         suffix_cold=args.suffix_cold, request_params=getattr(args, "request_params", None))
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True)
+    runner = BenchRunner(
+        base,
+        workloads,
+        specs,
+        repeats=args.repeats,
+        params=params,
+        agent=args.agent,
+        suffix_cold=args.suffix_cold,
+        request_params=getattr(args, "request_params", None),
+    )
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     with progress:
         task = progress.add_task("starting", total=runner.total_requests)
         runner.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
@@ -286,10 +365,14 @@ def _recommend(per_workload: dict, base, console):
     from specterm.bench import recommend
 
     rec = recommend.choose(per_workload, base)
-    why = (f"{rec.speedup:.2f}× decode speed-up over target-only" if rec.method != recommend.NO_SPECULATION
-           else "no speculative configuration beat target-only")
-    return _write_recommendation(rec, console, "recommendation: ", rec.label,
-                                 f" ({why}; workloads {', '.join(per_workload)})")
+    why = (
+        f"{rec.speedup:.2f}× decode speed-up over target-only"
+        if rec.method != recommend.NO_SPECULATION
+        else "no speculative configuration beat target-only"
+    )
+    return _write_recommendation(
+        rec, console, "recommendation: ", rec.label, f" ({why}; workloads {', '.join(per_workload)})"
+    )
 
 
 def _recommend_load(results, base, console):
@@ -297,10 +380,18 @@ def _recommend_load(results, base, console):
 
     rec = recommend_per_load(results, base)
     per = ", ".join(f"{lv}: {label}" for lv, label in (rec.per_load or {}).items())
-    off = (f"; speculation off from {rec.speculation_off_from} in flight" if rec.speculation_off_from
-           else "; speculation pays at every level measured")
-    return _write_recommendation(rec, console, "recommendation per load: ", per,
-                                 f"{off}; {rec.label} (measured at concurrency {rec.concurrency})")
+    off = (
+        f"; speculation off from {rec.speculation_off_from} in flight"
+        if rec.speculation_off_from
+        else "; speculation pays at every level measured"
+    )
+    return _write_recommendation(
+        rec,
+        console,
+        "recommendation per load: ",
+        per,
+        f"{off}; {rec.label} (measured at concurrency {rec.concurrency})",
+    )
 
 
 def _write_recommendation(rec, console, title: str, headline: str, detail: str):
@@ -322,20 +413,39 @@ def _suffixed(path: str, name: str) -> str:
 
 
 def _record(r) -> dict[str, Any]:
-    return {"workload": r.workload, "config": r.config, "block": r.block, "round": r.round,
-            "prompt": r.prompt, "text": r.text, "tokens": r.tokens, "first_step_tokens": r.first_step_tokens, "steps": r.steps, "wall_s": r.wall_s,
-            "ttft_s": r.ttft_s, "step_ttft_s": r.step_ttft_s, "step_cached": r.step_cached, "decode_step_s": r.decode_step_s, "stats": r.stats.as_dict()}
+    return {
+        "workload": r.workload,
+        "config": r.config,
+        "block": r.block,
+        "round": r.round,
+        "prompt": r.prompt,
+        "text": r.text,
+        "tokens": r.tokens,
+        "first_step_tokens": r.first_step_tokens,
+        "steps": r.steps,
+        "wall_s": r.wall_s,
+        "ttft_s": r.ttft_s,
+        "step_ttft_s": r.step_ttft_s,
+        "step_cached": r.step_cached,
+        "decode_step_s": r.decode_step_s,
+        "stats": r.stats.as_dict(),
+    }
 
 
 def _meta(base, args: argparse.Namespace, workloads: dict) -> dict[str, Any]:
     from specterm.engine.installs import vllm_label
+
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": "specterm " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("specterm") else shlex.join(sys.argv),
         "host": f"{platform.node()} ({platform.system()} {platform.machine()}, Python {platform.python_version()})",
         "vllm": vllm_label(),
-        "engine": base.model_dump(), "repeats": args.repeats, "max_tokens": args.max_tokens,
-        "temperature": args.temperature, "workloads": list(workloads), "raw": args.raw,
+        "engine": base.model_dump(),
+        "repeats": args.repeats,
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "workloads": list(workloads),
+        "raw": args.raw,
         "suffix_cold": args.suffix_cold,
     }
 
@@ -352,23 +462,42 @@ def sanity(base, temps: list[float], console, *, json_path: str | None = None) -
     for run in runs:
         rate = run.stats.acceptance_rate
         pos = " ".join(f"{p:.2f}" for p in run.stats.per_position)
-        same = "" if run.reference is None else ("  output = target-only" if run.outputs == run.reference
-                                                  else "  output ≠ target-only")
+        same = (
+            ""
+            if run.reference is None
+            else ("  output = target-only" if run.outputs == run.reference else "  output ≠ target-only")
+        )
         if run.distribution is not None:
             mark = "same distribution as target-only" if run.distribution.ok else "DIFFERENT distribution"
             console.print(Text.assemble((f"{run.config}: ", "bold"), f"{mark} — {run.distribution.describe()}"))
             continue
-        console.print(Text.assemble((f"{run.config}: ", "bold"),
-                                    f"acceptance {'–' if rate is None else f'{rate:.1%}'} (per position {pos}){same}"))
+        console.print(
+            Text.assemble(
+                (f"{run.config}: ", "bold"),
+                f"acceptance {'–' if rate is None else f'{rate:.1%}'} (per position {pos}){same}",
+            )
+        )
     for v in violations:
         console.print(Text.assemble(("✗ SANITY VIOLATION ", "bold red"), str(v)))
     if not violations:
         console.print(Text("✓ sanity: speculative decoding is correct on this backend", style="bold green"))
     if json_path:
-        write_json(json_path, {"ok": not violations, "violations": [str(v) for v in violations],
-                               "runs": [{"check": r.check, "config": r.config, "temperature": r.temperature,
-                                         **r.stats.as_dict(), "lossless": None if r.reference is None
-                                         else r.outputs == r.reference,
-                                         "distribution": None if r.distribution is None
-                                         else r.distribution.describe()} for r in runs]})
+        write_json(
+            json_path,
+            {
+                "ok": not violations,
+                "violations": [str(v) for v in violations],
+                "runs": [
+                    {
+                        "check": r.check,
+                        "config": r.config,
+                        "temperature": r.temperature,
+                        **r.stats.as_dict(),
+                        "lossless": None if r.reference is None else r.outputs == r.reference,
+                        "distribution": None if r.distribution is None else r.distribution.describe(),
+                    }
+                    for r in runs
+                ],
+            },
+        )
     return 1 if violations else 0

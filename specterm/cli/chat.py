@@ -23,8 +23,9 @@ DEFAULT_AGENT = "sql_analyst"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="interactive dashboard and chat console (live engine or --replay)",
-                       description=__doc__)
+    p = sub.add_parser(
+        "chat", help="interactive dashboard and chat console (live engine or --replay)", description=__doc__
+    )
     add_chat_args(p)
     p.set_defaults(func=handle)
 
@@ -35,19 +36,33 @@ def add_chat_args(p: argparse.ArgumentParser) -> None:
 
     add_engine_args(p)
     add_generation_args(p)
-    p.add_argument("--agent", metavar="NAME", default=os.environ.get("SPECTERM_AGENT") or DEFAULT_AGENT,
-                   help=f"the agent (agents/NAME): retrieval, schema-constrained tool calls, answer "
-                        f"(default {DEFAULT_AGENT}); 'none' for plain chat with the model")
+    p.add_argument(
+        "--agent",
+        metavar="NAME",
+        default=os.environ.get("SPECTERM_AGENT") or DEFAULT_AGENT,
+        help=f"the agent (agents/NAME): retrieval, schema-constrained tool calls, answer "
+        f"(default {DEFAULT_AGENT}); 'none' for plain chat with the model",
+    )
     p.add_argument("--raw", action="store_true", help="plain chat only: send each prompt as raw text (no template)")
     p.add_argument("--system", metavar="TEXT", help="plain chat only: a system message")
     p.add_argument("--replay", metavar="FILE", help="open a recorded session instead of a live engine")
     p.add_argument("--speed", type=float, default=1.0, help="replay speed (0 = as fast as possible)")
-    p.add_argument("--theme", help="theme name (specterm-dark, specterm-light, specterm-high-contrast, or a user theme)")
-    p.add_argument("--theme-file", action="append", default=[], metavar="FILE",
-                   help="load a theme file (TOML/JSON; repeatable); a broken file is reported and skipped")
+    p.add_argument(
+        "--theme", help="theme name (specterm-dark, specterm-light, specterm-high-contrast, or a user theme)"
+    )
+    p.add_argument(
+        "--theme-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="load a theme file (TOML/JSON; repeatable); a broken file is reported and skipped",
+    )
     p.add_argument("--no-gpu", action="store_true", help="do not sample NVML (GPU panel off)")
-    p.add_argument("--engine-in-process", action="store_true",
-                   help="run the engine in the app's process instead of its own (slower with the dashboard)")
+    p.add_argument(
+        "--engine-in-process",
+        action="store_true",
+        help="run the engine in the app's process instead of its own (slower with the dashboard)",
+    )
     from specterm.cli.common import add_record_args
 
     add_record_args(p)
@@ -67,7 +82,9 @@ def check_live_args(args: argparse.Namespace):
         from specterm.agent import load_agent
 
         if args.raw or args.system:
-            raise ConfigError("--raw and --system are for plain chat (--agent none); an agent writes its own conversation")
+            raise ConfigError(
+                "--raw and --system are for plain chat (--agent none); an agent writes its own conversation"
+            )
         agent = load_agent(args.agent)  # a bad name or definition fails before anything starts
     config = engine_config_from_args(args)
     if plain and not args.raw:
@@ -101,14 +118,22 @@ def handle(args: argparse.Namespace) -> int:
     recorder = recorder_from_args(args, header)
     # Module-level functions and partials only: they are pickled into the engine process.
     engine_factory = partial(load_engine, config, clock=clock)  # called on the app's worker thread
-    runner_factory = partial(make_runner, agent=agent, params=params, clock=clock, raw=args.raw,
-                             system=args.system, temperature=args.temperature)
+    runner_factory = partial(
+        make_runner,
+        agent=agent,
+        params=params,
+        clock=clock,
+        raw=args.raw,
+        system=args.system,
+        temperature=args.temperature,
+    )
     if not args.engine_in_process:
         from specterm.session.process import process_factories
 
         engine_factory, runner_factory = process_factories(engine_factory, runner_factory)
-    session = LiveSession(header=header, engine_factory=engine_factory, runner_factory=runner_factory,
-                          recorder=recorder, clock=clock)
+    session = LiveSession(
+        header=header, engine_factory=engine_factory, runner_factory=runner_factory, recorder=recorder, clock=clock
+    )
     app = make_app(
         session=session,
         gpu=not args.no_gpu,

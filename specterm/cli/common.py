@@ -21,43 +21,76 @@ if TYPE_CHECKING:
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
-    g.add_argument("--target", help="target model: local directory or hub id (default: the smollm2-agent "
-                                    "pair; `specterm models info` says which pair a run uses and why)")
+    g.add_argument(
+        "--target",
+        help="target model: local directory or hub id (default: the smollm2-agent "
+        "pair; `specterm models info` says which pair a run uses and why)",
+    )
     g.add_argument("--draft", help="draft model for --method draft_model/eagle/eagle3")
-    g.add_argument("--method", choices=get_args(Method),
-                   help="speculation method (default draft_model)")
-    g.add_argument("-k", "--num-speculative-tokens", dest="num_speculative_tokens", type=int,
-                   help="draft tokens per step, 1..16 (default 4)")
-    g.add_argument("--grammar-drafting", action=argparse.BooleanOptionalAction, default=None,
-                   help="draft under each structured request's grammar: masked drafts, and runs the grammar "
-                        "forces proposed without draft passes (--method draft_model; docs/grammar-drafting.md)")
+    g.add_argument("--method", choices=get_args(Method), help="speculation method (default draft_model)")
+    g.add_argument(
+        "-k",
+        "--num-speculative-tokens",
+        dest="num_speculative_tokens",
+        type=int,
+        help="draft tokens per step, 1..16 (default 4)",
+    )
+    g.add_argument(
+        "--grammar-drafting",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="draft under each structured request's grammar: masked drafts, and runs the grammar "
+        "forces proposed without draft passes (--method draft_model; docs/grammar-drafting.md)",
+    )
     g.add_argument("--no-spec", action="store_true", help="target-only: speculation off, same code path")
-    g.add_argument("--preset", choices=sorted([*PRESETS, *LOCAL_PRESETS]),
-                   help="a real model pair by hub id; or a local pair: smollm2-agent (SmolLM2-135M-Instruct "
-                        "fine-tuned for the agents with a tiny draft, the default) or embedded (the "
-                        "4.5M-parameter pair shipped with specterm: small and fast)")
+    g.add_argument(
+        "--preset",
+        choices=sorted([*PRESETS, *LOCAL_PRESETS]),
+        help="a real model pair by hub id; or a local pair: smollm2-agent (SmolLM2-135M-Instruct "
+        "fine-tuned for the agents with a tiny draft, the default) or embedded (the "
+        "4.5M-parameter pair shipped with specterm: small and fast)",
+    )
     g.add_argument("--dtype", help="model dtype (default float32: lossless checks need it)")
     g.add_argument("--max-model-len", type=int)
     g.add_argument("--tensor-parallel-size", type=int)
     g.add_argument("--pipeline-parallel-size", type=int)
-    g.add_argument("--distributed-executor-backend", choices=get_args(ExecutorBackend),
-                   help="vLLM's executor for TP/PP workers: mp (one machine), ray (a Ray cluster; "
-                        "see README 'Scale-out'); default: vLLM's choice")
-    g.add_argument("--chat-template", metavar="FILE",
-                   help="a Jinja chat template to use instead of the target tokenizer's own")
+    g.add_argument(
+        "--distributed-executor-backend",
+        choices=get_args(ExecutorBackend),
+        help="vLLM's executor for TP/PP workers: mp (one machine), ray (a Ray cluster; "
+        "see README 'Scale-out'); default: vLLM's choice",
+    )
+    g.add_argument(
+        "--chat-template", metavar="FILE", help="a Jinja chat template to use instead of the target tokenizer's own"
+    )
     s = p.add_argument_group("suffix decoding (--method suffix; vLLM's knobs, its defaults)")
-    s.add_argument("--suffix-decoding-max-tree-depth", type=int, metavar="N",
-                   help="depth of the global and per-prompt suffix trees (default 24)")
-    s.add_argument("--suffix-decoding-max-cached-requests", type=int, metavar="N",
-                   help="past responses kept in the global tree; 0: per-prompt trees only (default 10000)")
-    s.add_argument("--suffix-decoding-max-spec-factor", type=float, metavar="X",
-                   help="draft at most X × the matched suffix length tokens (default 1.0)")
-    s.add_argument("--suffix-decoding-min-token-prob", type=float, metavar="P",
-                   help="draft only tokens whose estimated probability is at least P (default 0.1)")
+    s.add_argument(
+        "--suffix-decoding-max-tree-depth",
+        type=int,
+        metavar="N",
+        help="depth of the global and per-prompt suffix trees (default 24)",
+    )
+    s.add_argument(
+        "--suffix-decoding-max-cached-requests",
+        type=int,
+        metavar="N",
+        help="past responses kept in the global tree; 0: per-prompt trees only (default 10000)",
+    )
+    s.add_argument(
+        "--suffix-decoding-max-spec-factor",
+        type=float,
+        metavar="X",
+        help="draft at most X × the matched suffix length tokens (default 1.0)",
+    )
+    s.add_argument(
+        "--suffix-decoding-min-token-prob",
+        type=float,
+        metavar="P",
+        help="draft only tokens whose estimated probability is at least P (default 0.1)",
+    )
 
 
-def add_generation_args(p: argparse.ArgumentParser, *, max_tokens: int | None = None,
-                        why: str | None = None) -> None:
+def add_generation_args(p: argparse.ArgumentParser, *, max_tokens: int | None = None, why: str | None = None) -> None:
     """``--max-tokens`` and ``--temperature``, every command's, with ``GenerationParams``' defaults.
 
     A command whose own ``--max-tokens`` default has a reason passes it as ``max_tokens`` with
@@ -69,18 +102,39 @@ def add_generation_args(p: argparse.ArgumentParser, *, max_tokens: int | None = 
         raise ValueError("a --max-tokens default of a command's own needs its reason (why=)")
     reason = f": {why}" if why else ""
     temperature = fields["temperature"].default
-    p.add_argument("--max-tokens", type=int, default=max_tokens,
-                   help=f"most tokens to generate per request (default {max_tokens}{reason})")
-    p.add_argument("--temperature", type=float, default=temperature,
-                   help=f"sampling temperature, 0..5 (default {temperature:g}: greedy)")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=max_tokens,
+        help=f"most tokens to generate per request (default {max_tokens}{reason})",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=temperature,
+        help=f"sampling temperature, 0..5 (default {temperature:g}: greedy)",
+    )
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     """Defaults → preset → config file → env → flags. Builds the default pair if needed."""
-    flags = {name: getattr(args, name, None) for name in (
-        "target", "draft", "method", "num_speculative_tokens", "dtype", "max_model_len",
-        "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "chat_template",
-        "grammar_drafting", *SUFFIX_KNOBS)}
+    flags = {
+        name: getattr(args, name, None)
+        for name in (
+            "target",
+            "draft",
+            "method",
+            "num_speculative_tokens",
+            "dtype",
+            "max_model_len",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "distributed_executor_backend",
+            "chat_template",
+            "grammar_drafting",
+            *SUFFIX_KNOBS,
+        )
+    }
     defaults = None
     if args.target is None and args.preset is None:
         from specterm.models.defaults import default_model_paths
@@ -91,8 +145,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     if args.preset in LOCAL_PRESETS:
         target, draft = build_local_pair(args.preset)
         preset_values = {"target": str(target), "draft": str(draft), "method": "draft_model"}
-    config = resolve_engine_config(flags, preset=args.preset, default_models=defaults,
-                                   preset_values=preset_values)
+    config = resolve_engine_config(flags, preset=args.preset, default_models=defaults, preset_values=preset_values)
     if defaults and config.target == defaults[0]:
         from specterm.models.defaults import ensure_default_pair
 
@@ -163,8 +216,11 @@ def target_renderer(config: EngineConfig):
         return None
     from transformers import AutoTokenizer
 
-    return PromptRenderer(AutoTokenizer.from_pretrained(config.target), template_file=config.chat_template,
-                          model=f"the target model ({config.target})")
+    return PromptRenderer(
+        AutoTokenizer.from_pretrained(config.target),
+        template_file=config.chat_template,
+        model=f"the target model ({config.target})",
+    )
 
 
 def preflight(config: EngineConfig, prompt) -> None:

@@ -34,8 +34,12 @@ from specterm.cli.common import add_engine_args, add_generation_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="A/B two speculative configurations on the same request",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "compare",
+        help="A/B two speculative configurations on the same request",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("prompt", help="the request ('-' reads standard input)")
     p.add_argument("--a", required=True, metavar="SPEC", help="side A, e.g. method=draft_model,k=4")
     p.add_argument("--b", required=True, metavar="SPEC", help="side B, e.g. method=ngram,k=6")
@@ -114,8 +118,9 @@ def _headless(run: Any, header: Any, recorder: Any, *, as_json: bool) -> int:
     return print_report(header, events, tally, as_json=as_json)
 
 
-def print_report(header: Any, events: Sequence[Any], tally: Any = None, *, as_json: bool = False,
-                 transcripts: bool = True) -> int:
+def print_report(
+    header: Any, events: Sequence[Any], tally: Any = None, *, as_json: bool = False, transcripts: bool = True
+) -> int:
     """Each side's first run, verdict-styled, then the table and the winner; 1 when greedy outputs
     differ. Shared with ``specterm replay --headless`` of a compare session."""
     from rich.console import Console

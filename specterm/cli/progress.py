@@ -16,7 +16,9 @@ BUILD_STAGES = 4
 
 
 @contextmanager
-def build_progress(title: str = "building the model pair", stages: int = BUILD_STAGES) -> Iterator[Callable[[str], None]]:
+def build_progress(
+    title: str = "building the model pair", stages: int = BUILD_STAGES
+) -> Iterator[Callable[[str], None]]:
     if not sys.stderr.isatty():
         yield lambda message: print(f"specterm: {message}", file=sys.stderr, flush=True)
         return
@@ -29,9 +31,14 @@ def build_progress(title: str = "building the model pair", stages: int = BUILD_S
     def log(message: str) -> None:
         nonlocal progress, task
         if progress is None:
-            progress = Progress(TextColumn(f"[bold]{title}[/]"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), TextColumn("{task.description}"),
-                                console=Console(stderr=True))
+            progress = Progress(
+                TextColumn(f"[bold]{title}[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+            )
             progress.start()
             task = progress.add_task(message, total=stages)
         else:

@@ -41,16 +41,26 @@ def _speed(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replay", help="replay a recorded session (dashboard, headless or summary)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "replay",
+        help="replay a recorded session (dashboard, headless or summary)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", metavar="FILE", help="a session file (.jsonl, or gzip-compressed)")
     p.add_argument("--headless", action="store_true", help="print the token stream instead of opening the dashboard")
-    p.add_argument("--speed", type=_speed, default=None, metavar="X",
-                   help="replay speed factor: 2 = twice as fast; 0, inf or max = as fast as possible "
-                        "(default: 1 in the dashboard, as fast as possible headless)")
+    p.add_argument(
+        "--speed",
+        type=_speed,
+        default=None,
+        metavar="X",
+        help="replay speed factor: 2 = twice as fast; 0, inf or max = as fast as possible "
+        "(default: 1 in the dashboard, as fast as possible headless)",
+    )
     p.add_argument("--summary", action="store_true", help="print per-request and session figures, no replay")
-    p.add_argument("--json", action="store_true",
-                   help="with --summary: the summary as JSON; with --headless: the events as JSONL")
+    p.add_argument(
+        "--json", action="store_true", help="with --summary: the summary as JSON; with --headless: the events as JSONL"
+    )
     p.add_argument("--show-rejected", action="store_true", help="headless: show rejected drafts, struck through")
     p.set_defaults(func=handle)
 
@@ -115,8 +125,9 @@ def handle(args: argparse.Namespace) -> int:
 
         with _writing_output():
             return print_report(data.header, data.events)
-    return replay_headless(data, speed=math.inf if args.speed is None else args.speed,
-                           as_json=args.json, show_rejected=args.show_rejected)
+    return replay_headless(
+        data, speed=math.inf if args.speed is None else args.speed, as_json=args.json, show_rejected=args.show_rejected
+    )
 
 
 def is_compare_file(source: Any) -> bool:
@@ -212,18 +223,20 @@ def summary_dict(data: Any, summary: Any = None) -> dict[str, Any]:
 
     summary = summary if summary is not None else summarize(data.events)
     ttfts = [r.ttft_s for r in summary.requests.values() if r.ttft_s is not None]
-    return _json_safe({
-        "file": str(data.path),
-        "format_version": data.format_version,
-        "specterm_version": data.header.specterm_version,
-        "models": data.header.models,
-        "agent": data.header.agent,
-        "warnings": data.warnings,
-        "skipped_unknown": data.skipped_unknown,
-        **summary.as_dict(),
-        "step_latency_s": _distribution(summary.step_wall_s),
-        "ttft_s": _distribution(ttfts),
-    })
+    return _json_safe(
+        {
+            "file": str(data.path),
+            "format_version": data.format_version,
+            "specterm_version": data.header.specterm_version,
+            "models": data.header.models,
+            "agent": data.header.agent,
+            "warnings": data.warnings,
+            "skipped_unknown": data.skipped_unknown,
+            **summary.as_dict(),
+            "step_latency_s": _distribution(summary.step_wall_s),
+            "ttft_s": _distribution(ttfts),
+        }
+    )
 
 
 def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> int:
@@ -263,27 +276,41 @@ def _session_table(f: dict[str, Any]) -> Any:
     row("method", f"{models.get('method', '–')}, k = {models.get('num_speculative_tokens', '–')}")
     row("format", f"{f['format_version']} (specterm {f['specterm_version'] or '?'})")
     total = s["tokens"] or 1
-    row("tokens", f"{s['tokens']}:  " + "  ".join(
-        f"{verdict} {count} ({100 * count / total:.1f}%)" for verdict, count in s["by_verdict"].items()))
+    row(
+        "tokens",
+        f"{s['tokens']}:  "
+        + "  ".join(f"{verdict} {count} ({100 * count / total:.1f}%)" for verdict, count in s["by_verdict"].items()),
+    )
     row("forced / rejected", f"{s['forced']} forced, {s['rejected']} rejected drafts")
     row("engine steps", f"{s['steps']} ({s['drafts']} with drafts, {s['draft_tokens']} draft tokens)")
     row("acceptance rate", _num(s["acceptance_rate"], ".1%"))
     if f.get("answers"):
         withheld = f.get("withheld_answers", 0)
-        row("agent answers", f"{f['answers']}, {f['ungrounded_answers']} ungrounded (a figure or date no tool "
-                             "result contains)" + (f", {withheld} withheld (the model's invented figure replaced "
-                                                   "by what failed)" if withheld else ""))
+        row(
+            "agent answers",
+            f"{f['answers']}, {f['ungrounded_answers']} ungrounded (a figure or date no tool "
+            "result contains)"
+            + (f", {withheld} withheld (the model's invented figure replaced by what failed)" if withheld else ""),
+        )
     row("mean acceptance length", _num(s["mean_acceptance_length"]))
     if s.get("grammar_drafts"):  # grammar drafting: docs/grammar-drafting.md
-        row("grammar drafting", f"{s['grammar_drafts']} of {s['draft_tokens']} draft tokens from the grammar, "
-                                f"{s['grammar_accepted']} accepted; {s['draft_passes']} draft passes "
-                                f"({_num(s['draft_passes'] / s['tokens'] if s['tokens'] else None)} per token)")
+        row(
+            "grammar drafting",
+            f"{s['grammar_drafts']} of {s['draft_tokens']} draft tokens from the grammar, "
+            f"{s['grammar_accepted']} accepted; {s['draft_passes']} draft passes "
+            f"({_num(s['draft_passes'] / s['tokens'] if s['tokens'] else None)} per token)",
+        )
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
     lat, ttft = f["step_latency_s"], f["ttft_s"]
-    row("step latency (ms)", f"mean {_num(lat['mean'], '.1f', 1e3)}  p50 {_num(lat['p50'], '.1f', 1e3)}  "
-                             f"p95 {_num(lat['p95'], '.1f', 1e3)}  max {_num(lat['max'], '.1f', 1e3)}")
-    row("TTFT (ms)", f"mean {_num(ttft['mean'], '.1f', 1e3)}  max {_num(ttft['max'], '.1f', 1e3)} "
-                     f"over {ttft['count']} requests")
+    row(
+        "step latency (ms)",
+        f"mean {_num(lat['mean'], '.1f', 1e3)}  p50 {_num(lat['p50'], '.1f', 1e3)}  "
+        f"p95 {_num(lat['p95'], '.1f', 1e3)}  max {_num(lat['max'], '.1f', 1e3)}",
+    )
+    row(
+        "TTFT (ms)",
+        f"mean {_num(ttft['mean'], '.1f', 1e3)}  max {_num(ttft['max'], '.1f', 1e3)} over {ttft['count']} requests",
+    )
     if f["skipped_unknown"]:
         row("skipped", f"{f['skipped_unknown']} events of unknown type")
     return table
@@ -304,13 +331,34 @@ def _requests_tables(requests: list[dict[str, Any]]) -> list[Any]:
             out.add_row(*(Text(inert(str(c))) for c in cells))
         return out
 
-    verdicts = [[r["request_id"], r["tokens"], *r["by_verdict"].values(), r["rejected"],
-                 _num(r["acceptance_rate"], ".1%"), _num(r["mean_acceptance_length"])] for r in requests]
-    timing = [[r["request_id"], _num(r["ttft_s"], ".1f", 1e3), _num(r["wall_s"]), _num(r["tokens_per_s"], ".1f"),
-               ("cancelled" if r["cancelled"] else r["finish_reason"]) or "–"] for r in requests]
+    verdicts = [
+        [
+            r["request_id"],
+            r["tokens"],
+            *r["by_verdict"].values(),
+            r["rejected"],
+            _num(r["acceptance_rate"], ".1%"),
+            _num(r["mean_acceptance_length"]),
+        ]
+        for r in requests
+    ]
+    timing = [
+        [
+            r["request_id"],
+            _num(r["ttft_s"], ".1f", 1e3),
+            _num(r["wall_s"]),
+            _num(r["tokens_per_s"], ".1f"),
+            ("cancelled" if r["cancelled"] else r["finish_reason"]) or "–",
+        ]
+        for r in requests
+    ]
     return [
-        table("requests: tokens by verdict", ("request", "tokens", "acc", "corr", "bonus", "tgt", "rej", "rate", "MAL"),
-              verdicts, "acc accepted, corr correction, tgt target, rej rejected drafts, rate acceptance rate, "
-              "MAL mean acceptance length"),
+        table(
+            "requests: tokens by verdict",
+            ("request", "tokens", "acc", "corr", "bonus", "tgt", "rej", "rate", "MAL"),
+            verdicts,
+            "acc accepted, corr correction, tgt target, rej rejected drafts, rate acceptance rate, "
+            "MAL mean acceptance length",
+        ),
         table("requests: timing", ("request", "TTFT ms", "wall s", "tok/s", "finish"), timing),
     ]

@@ -20,20 +20,21 @@ from specterm.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run one prompt headless and stream verdict-styled tokens",
-                       description=__doc__)
+    p = sub.add_parser("run", help="run one prompt headless and stream verdict-styled tokens", description=__doc__)
     p.add_argument("prompt", help="the prompt text ('-' reads standard input)")
     add_engine_args(p)
     add_generation_args(p)
     p.add_argument("--schema", metavar="FILE", help="constrain output to this JSON Schema")
-    p.add_argument("--raw", action="store_true",
-                   help="send PROMPT as raw text to complete (no chat template)")
+    p.add_argument("--raw", action="store_true", help="send PROMPT as raw text to complete (no chat template)")
     p.add_argument("--system", metavar="TEXT", help="a system message before PROMPT (chat mode)")
     p.add_argument("--json", action="store_true", help="print one event per line (JSONL) instead")
     p.add_argument("--show-rejected", action="store_true", help="show rejected draft tokens, struck through")
-    p.add_argument("--agent", metavar="NAME",
-                   help="send PROMPT to this agent (agents/NAME or $SPECTERM_AGENTS_DIR/NAME): retrieval, "
-                        "tool calls, answer; the agent's own limits replace --max-tokens")
+    p.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="send PROMPT to this agent (agents/NAME or $SPECTERM_AGENTS_DIR/NAME): retrieval, "
+        "tool calls, answer; the agent's own limits replace --max-tokens",
+    )
     from specterm.cli.common import add_record_args
 
     add_record_args(p)
@@ -70,8 +71,13 @@ def handle(args: argparse.Namespace) -> int:
         raise
     printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
     header = session_header(config)
-    session = LiveSession(header=header, engine=engine, recorder=recorder_from_args(args, header), clock=clock,
-                          runner=plain_runner(engine, params, clock, raw=args.raw, system=args.system))
+    session = LiveSession(
+        header=header,
+        engine=engine,
+        recorder=recorder_from_args(args, header),
+        clock=clock,
+        runner=plain_runner(engine, params, clock, raw=args.raw, system=args.system),
+    )
     if args.json:
         printer(header)  # so `run --json > file` is itself a replayable session
     try:
@@ -82,9 +88,11 @@ def handle(args: argparse.Namespace) -> int:
         printer(SessionEnded(t=clock()))
     printer.finish()
     if engine.capabilities.sampling_verification_broken and args.temperature > 0 and not args.json:
-        printer.err.print("specterm: warning: temperature > 0 on the vLLM CPU build — specterm's "
-                          "sampling fix is not installed here (vLLM issue 55005); treat these verdicts as suspect",
-                          markup=False)
+        printer.err.print(
+            "specterm: warning: temperature > 0 on the vLLM CPU build — specterm's "
+            "sampling fix is not installed here (vLLM issue 55005); treat these verdicts as suspect",
+            markup=False,
+        )
     return 0
 
 
@@ -110,8 +118,13 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     engine = load_engine(config, clock=clock)
     printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
     header = session_header(config, agent=agent.name)
-    session = LiveSession(header=header, engine=engine, recorder=recorder_from_args(args, header), clock=clock,
-                          runner=agent_runner(agent, engine, temperature=args.temperature, clock=clock))
+    session = LiveSession(
+        header=header,
+        engine=engine,
+        recorder=recorder_from_args(args, header),
+        clock=clock,
+        runner=agent_runner(agent, engine, temperature=args.temperature, clock=clock),
+    )
     if args.json:
         printer(header)
     try:

@@ -27,15 +27,25 @@ DEFAULT_PORT = 8000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the chat dashboard to a web browser (one engine per tab)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "serve",
+        help="serve the chat dashboard to a web browser (one engine per tab)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     g = p.add_argument_group("server")
-    g.add_argument("--host", default=DEFAULT_HOST,
-                   help=f"address to listen on (default {DEFAULT_HOST}; 0.0.0.0 for every interface)")
+    g.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}; 0.0.0.0 for every interface)",
+    )
     g.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
-    g.add_argument("--public-url", metavar="URL",
-                   help="the URL browsers use to reach this server, when it differs from http://HOST:PORT "
-                        "(a tunnel to another local port, a reverse proxy)")
+    g.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the URL browsers use to reach this server, when it differs from http://HOST:PORT "
+        "(a tunnel to another local port, a reverse proxy)",
+    )
     from specterm.cli.chat import add_chat_args
 
     add_chat_args(p)
@@ -91,8 +101,9 @@ def check_port_free(host: str, port: int) -> None:
                 if err.errno == errno.EADDRNOTAVAIL:
                     continue  # a family this machine has not enabled: asyncio skips it too
                 if err.errno == errno.EADDRINUSE:
-                    raise ConfigError(f"port {port} on {host} is in use ({os.strerror(err.errno)}); "
-                                      f"pass --port with a free one") from None
+                    raise ConfigError(
+                        f"port {port} on {host} is in use ({os.strerror(err.errno)}); pass --port with a free one"
+                    ) from None
                 raise ConfigError(f"cannot listen on {host}:{port}: {os.strerror(err.errno)}") from None
 
 
@@ -108,8 +119,10 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if args.record:
-        raise ConfigError("--record names one file, but each browser tab records its own session; "
-                          "leave it off (a new file per tab under the data dir) or pass --no-record")
+        raise ConfigError(
+            "--record names one file, but each browser tab records its own session; "
+            "leave it off (a new file per tab under the data dir) or pass --no-record"
+        )
     if args.replay:
         if not Path(args.replay).is_file():
             raise ConfigError(f"--replay: no such file: {args.replay}")
@@ -133,8 +146,10 @@ def handle(args: argparse.Namespace) -> int:
             self.sessions: set = set()  # the tasks serving each connected tab
 
         async def on_startup(self, app) -> None:  # our one line instead of textual-serve's logo
-            print(f"specterm: serving the dashboard on {url} (each browser tab starts its own engine); "
-                  f"Ctrl+C stops", flush=True)
+            print(
+                f"specterm: serving the dashboard on {url} (each browser tab starts its own engine); Ctrl+C stops",
+                flush=True,
+            )
 
         async def handle_websocket(self, request):
             import asyncio

@@ -22,19 +22,30 @@ from specterm.engine import wire
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("vllm-serve", help="start vllm serve with specterm's publishing scheduler (for attach)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="Then, in another terminal: specterm attach")
+    p = sub.add_parser(
+        "vllm-serve",
+        help="start vllm serve with specterm's publishing scheduler (for attach)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Then, in another terminal: specterm attach",
+    )
     _own_flags(p)
     p.add_argument("model", help="the model to serve (vLLM's --model)")
-    p.add_argument("vllm_args", nargs=argparse.REMAINDER, metavar="...",
-                   help="vLLM's own flags (specterm's flags above may come before or after MODEL)")
+    p.add_argument(
+        "vllm_args",
+        nargs=argparse.REMAINDER,
+        metavar="...",
+        help="vLLM's own flags (specterm's flags above may come before or after MODEL)",
+    )
     p.set_defaults(func=handle)
 
 
 def _own_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--publish", metavar="ADDR",
-                   help=f"where to publish: a socket path or tcp://HOST:PORT (default {wire.default_socket_path()})")
+    p.add_argument(
+        "--publish",
+        metavar="ADDR",
+        help=f"where to publish: a socket path or tcp://HOST:PORT (default {wire.default_socket_path()})",
+    )
     p.add_argument("--token", help="the token a tcp:// viewer must give (default: a new random one, printed)")
     p.add_argument("--dry-run", action="store_true", help="print the command and environment, run nothing")
 
@@ -70,8 +81,16 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
         env[wire.ENV_TOKEN] = args.token or secrets.token_urlsafe(16)
     elif args.token:
         raise ConfigError("--token is for a tcp:// address; a Unix socket is private to its owner already")
-    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model,
-            "--scheduler-cls", wire.SCHEDULER_CLS, *rest]
+    argv = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        args.model,
+        "--scheduler-cls",
+        wire.SCHEDULER_CLS,
+        *rest,
+    ]
     return argv, env
 
 

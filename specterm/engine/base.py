@@ -28,8 +28,12 @@ ExecutorBackend = Literal["mp", "ray", "uni", "external_launcher"]
 """vLLM's ``distributed_executor_backend`` values (``EngineConfig``; ``--distributed-executor-backend``)."""
 NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
 DEFAULT_MAX_MODEL_LEN = 4096
-SUFFIX_KNOBS = ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
-                "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob")
+SUFFIX_KNOBS = (
+    "suffix_decoding_max_tree_depth",
+    "suffix_decoding_max_cached_requests",
+    "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob",
+)
 """``EngineConfig`` fields passed to vLLM's speculative config as they are (method ``suffix``)."""
 
 
@@ -88,8 +92,7 @@ class EngineConfig(BaseModel):
             return True
         from specterm.engine.installs import vllm_build
 
-        return (self.world_size == 1 and self.structured_output_backend in ("xgrammar", "auto")
-                and vllm_build() == "cpu")
+        return self.world_size == 1 and self.structured_output_backend in ("xgrammar", "auto") and vllm_build() == "cpu"
 
     @property
     def world_size(self) -> int:

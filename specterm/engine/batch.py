@@ -78,8 +78,7 @@ def kv_capacity(engine: VllmSpecEngine, tokens_per_request: int) -> int | None:
     return blocks // per_request
 
 
-def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sink, *,
-                   concurrency: int) -> BatchResult:
+def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sink, *, concurrency: int) -> BatchResult:
     """Run ``items`` with at most ``concurrency`` in flight; blocks until all finished."""
     if concurrency < 1:
         raise ConfigError("concurrency must be >= 1")
@@ -107,10 +106,14 @@ def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sin
                 while waiting and len(open_) < concurrency:
                     item, ids = waiting.pop()
                     rid = item.request_id
-                    sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(ids),
-                                        params=item.params.as_recorded()))
-                    internal = core.add_request(rid, TokensPrompt(prompt_token_ids=ids),
-                                                engine._sampling_params(item.params))
+                    sink(
+                        RequestStarted(
+                            t=clock(), request_id=rid, prompt_tokens=len(ids), params=item.params.as_recorded()
+                        )
+                    )
+                    internal = core.add_request(
+                        rid, TokensPrompt(prompt_token_ids=ids), engine._sampling_params(item.params)
+                    )
                     assemblers.append(StepAssembler(rid, engine._hf_tokenizer, ids, clock, sink))
                     open_[rid] = _Open(item, internal or rid, assemblers[-1], time.perf_counter())
                 t0 = time.perf_counter()
@@ -119,7 +122,8 @@ def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sin
                 records = {r.req_id: r for r in scheduler.take_records()} if scheduler else {}
                 for out in outputs:
                     req = open_.get(out.request_id) or next(
-                        (o for o in open_.values() if o.internal_id == out.request_id), None)
+                        (o for o in open_.values() if o.internal_id == out.request_id), None
+                    )
                     if req is None:
                         continue
                     comp = out.outputs[0]
@@ -136,9 +140,15 @@ def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sin
                         if speculative:
                             _request_check(req, getattr(comp, "spec_decode_metrics", None), clock(), sink)
                         done[rid] = RequestFinished(
-                            t=clock(), request_id=rid, finish_reason=comp.finish_reason, text="".join(req.text),
-                            output_tokens=req.assembler.stats.tokens, ttft_s=req.ttft,
-                            wall_s=time.perf_counter() - req.start, cached_tokens=req.cached)
+                            t=clock(),
+                            request_id=rid,
+                            finish_reason=comp.finish_reason,
+                            text="".join(req.text),
+                            output_tokens=req.assembler.stats.tokens,
+                            ttft_s=req.ttft,
+                            wall_s=time.perf_counter() - req.start,
+                            cached_tokens=req.cached,
+                        )
                         ids_out[rid] = list(req.token_ids)
                         sink(done[rid])
         except BaseException:
@@ -161,19 +171,35 @@ def _request_check(req: _Open, detailed: Any, t: float, sink: Sink) -> None:
     theirs = {} if steps is None else {"per_step": steps}
     sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problem, detail=problem))
     if problem:
-        sink(Error(t=t, level="warning", where="reconcile", request_id=rid,
-                   message="specterm's verdicts disagree with vLLM's: " + problem))
+        sink(
+            Error(
+                t=t,
+                level="warning",
+                where="reconcile",
+                request_id=rid,
+                message="specterm's verdicts disagree with vLLM's: " + problem,
+            )
+        )
 
 
-def _batch_check(before: dict[str, Any], after: dict[str, Any], assemblers: Sequence[StepAssembler], t: float,
-                 sink: Sink) -> dict[str, Any]:
+def _batch_check(
+    before: dict[str, Any], after: dict[str, Any], assemblers: Sequence[StepAssembler], t: float, sink: Sink
+) -> dict[str, Any]:
     """The batch's summed counts against vLLM's counter deltas (padding slots counted as vLLM does)."""
-    ours = {"drafts": sum(a.stats.drafts + a.padding[0] for a in assemblers),
-            "draft_tokens": sum(a.stats.draft_tokens + a.padding[1] for a in assemblers),
-            "accepted": sum(a.stats.accepted for a in assemblers)}
+    ours = {
+        "drafts": sum(a.stats.drafts + a.padding[0] for a in assemblers),
+        "draft_tokens": sum(a.stats.draft_tokens + a.padding[1] for a in assemblers),
+        "accepted": sum(a.stats.accepted for a in assemblers),
+    }
     theirs = {key: after[key] - before[key] for key in ours}
     matched = ours == theirs
     if not matched:
-        sink(Error(t=t, level="warning", where="reconcile",
-                   message=f"the batch's verdicts disagree with vLLM's counters: ours {ours} vs vllm {theirs}"))
+        sink(
+            Error(
+                t=t,
+                level="warning",
+                where="reconcile",
+                message=f"the batch's verdicts disagree with vLLM's counters: ours {ours} vs vllm {theirs}",
+            )
+        )
     return {"ours": ours, "vllm": theirs, "matched": matched}

@@ -142,10 +142,17 @@ class CapturingScheduler(Scheduler):
                 drafted = tuple(t for t in slots if t >= 0)
                 bad = invalid.get(req_id, 0)
                 self.records.append(
-                    StepRecord(req_id, drafted, tuple(sampled[i]), bad, self._allowed.get(req_id),
-                               padding=len(slots) - len(drafted) - bad,  # -1s the grammar did not cause
-                               from_grammar=self._from_grammar(req_id, drafted),
-                               draft_passes=self._passes(req_id), dropped=self._dropped.pop(req_id, 0))
+                    StepRecord(
+                        req_id,
+                        drafted,
+                        tuple(sampled[i]),
+                        bad,
+                        self._allowed.get(req_id),
+                        padding=len(slots) - len(drafted) - bad,  # -1s the grammar did not cause
+                        from_grammar=self._from_grammar(req_id, drafted),
+                        draft_passes=self._passes(req_id),
+                        dropped=self._dropped.pop(req_id, 0),
+                    )
                 )
         return super().update_from_output(scheduler_output, model_runner_output)
 

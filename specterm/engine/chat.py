@@ -99,7 +99,8 @@ class PromptRenderer:
         if template is None:
             raise ChatTemplateError(
                 f"{self.model} has no chat template: send the text as-is with --raw, or give one with "
-                "--chat-template FILE")
+                "--chat-template FILE"
+            )
         messages = [m.model_dump(exclude_none=True) for m in prompt.messages]
         if "tool_calls" not in template:
             for m in messages:
@@ -120,11 +121,13 @@ class PromptRenderer:
                 messages.insert(0, {"role": "system", "content": "\n\n".join(folded)})
         try:
             return self.tokenizer.apply_chat_template(
-                messages, tools=tools, documents=documents, add_generation_prompt=True, tokenize=False)
+                messages, tools=tools, documents=documents, add_generation_prompt=True, tokenize=False
+            )
         except Exception as err:  # noqa: BLE001 - jinja2 and template bugs raise many types
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-            raise ChatTemplateError(f"{self.model}'s chat template refused the prompt: "
-                                    f"{lines[0] if lines else type(err).__name__}") from None
+            raise ChatTemplateError(
+                f"{self.model}'s chat template refused the prompt: {lines[0] if lines else type(err).__name__}"
+            ) from None
 
     def ids(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -135,8 +138,10 @@ class PromptRenderer:
 def check_fits(n_prompt: int, max_model_len: int) -> None:
     """One line when a prompt leaves no room to generate a token."""
     if n_prompt >= max_model_len:
-        raise PromptTooLong(f"the prompt is {n_prompt} tokens, but the model's context is {max_model_len} "
-                            "tokens (--max-model-len); shorten the prompt")
+        raise PromptTooLong(
+            f"the prompt is {n_prompt} tokens, but the model's context is {max_model_len} "
+            "tokens (--max-model-len); shorten the prompt"
+        )
 
 
 def _tool_text(tool: dict[str, Any]) -> str:

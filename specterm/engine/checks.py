@@ -96,9 +96,14 @@ def _vocab(path: str) -> dict[str, int] | None:
     return tok.get_vocab()
 
 
-def check_same_tokenizer(target: str, draft: str, *, what: str = "draft and target",
-                         names: tuple[str, str] = ("target", "draft"),
-                         why: str = "speculative decoding compares token ids") -> None:
+def check_same_tokenizer(
+    target: str,
+    draft: str,
+    *,
+    what: str = "draft and target",
+    names: tuple[str, str] = ("target", "draft"),
+    why: str = "speculative decoding compares token ids",
+) -> None:
     """Refuse two models whose vocabularies differ, before any model loads: a draft and its target
     (the default wording), or ``compare``'s two sides (``what``/``names``/``why`` say which)."""
     tv, dv = _vocab(target), _vocab(draft)

@@ -242,8 +242,11 @@ class GrammarDraftState:
 
 
 def _apply_mask(logits_row: torch.Tensor, mask: torch.Tensor, vocab_size: int) -> None:
-    xgr.apply_token_bitmask_inplace(logits_row.unsqueeze(0), mask.unsqueeze(0).to(logits_row.device),
-                                    vocab_size=min(vocab_size, logits_row.shape[-1]))
+    xgr.apply_token_bitmask_inplace(
+        logits_row.unsqueeze(0),
+        mask.unsqueeze(0).to(logits_row.device),
+        vocab_size=min(vocab_size, logits_row.shape[-1]),
+    )
     if logits_row.shape[-1] > vocab_size:  # vLLM pads the vocabulary; padding is never a token
         logits_row[vocab_size:] = float("-inf")
 
@@ -285,13 +288,11 @@ class GrammarDraftProposer(DraftModelProposer):
 
     def prepare_next_token_ids_padded(self, sampled_token_ids, requests, gpu_input_batch, discard_request_mask):
         self._grammar_state.note_sampled(sampled_token_ids, gpu_input_batch.req_ids)
-        return super().prepare_next_token_ids_padded(sampled_token_ids, requests, gpu_input_batch,
-                                                     discard_request_mask)
+        return super().prepare_next_token_ids_padded(sampled_token_ids, requests, gpu_input_batch, discard_request_mask)
 
     def prepare_next_token_ids_cpu(self, sampled_token_ids, requests, gpu_input_batch, num_scheduled_tokens):
         self._grammar_state.note_sampled(sampled_token_ids, gpu_input_batch.req_ids)
-        return super().prepare_next_token_ids_cpu(sampled_token_ids, requests, gpu_input_batch,
-                                                  num_scheduled_tokens)
+        return super().prepare_next_token_ids_cpu(sampled_token_ids, requests, gpu_input_batch, num_scheduled_tokens)
 
     def propose(self, num_speculative_tokens, *args, **kwargs):
         state = self._grammar_state
@@ -307,8 +308,11 @@ class GrammarDraftProposer(DraftModelProposer):
     def _sample_draft_tokens(self, hidden_states, sampling_metadata):
         probabilistic = self._enable_probabilistic_draft_probs and not sampling_metadata.all_greedy
         return self._grammar_state.choose(
-            lambda: self.model.compute_logits(hidden_states), hidden_states.shape[0], probabilistic,
-            lambda logits: self._sample_from_logits(logits, sampling_metadata))
+            lambda: self.model.compute_logits(hidden_states),
+            hidden_states.shape[0],
+            probabilistic,
+            lambda logits: self._sample_from_logits(logits, sampling_metadata),
+        )
 
 
 def grammar_drafting_problem(drafter: Any) -> str | None:

@@ -91,9 +91,11 @@ def check_executor(backend: str | None, build: str | None) -> None:
     the cluster ("current platform cpu does not support ray"; vllm-project/vllm issue 21602, closed
     unfixed; PR 25386 to add it, closed unmerged). Said up front, in one line, with what works."""
     if backend == "ray" and build == "cpu":
-        raise ConfigError("--distributed-executor-backend ray: vLLM's CPU build does not support the Ray executor "
-                          "(vllm-project/vllm issue 21602); on one machine use mp (the default), across "
-                          "machines a CUDA build")
+        raise ConfigError(
+            "--distributed-executor-backend ray: vLLM's CPU build does not support the Ray executor "
+            "(vllm-project/vllm issue 21602); on one machine use mp (the default), across "
+            "machines a CUDA build"
+        )
 
 
 def check_pipeline_parallel(size: int, speculative: bool, build: str | None) -> None:
@@ -105,8 +107,12 @@ def check_pipeline_parallel(size: int, speculative: bool, build: str | None) -> 
     if size <= 1:
         return
     if speculative:
-        raise ConfigError("pipeline_parallel_size > 1 with speculative decoding crashes in vLLM 0.32.0 "
-                          "(vllm-project/vllm issue 30436): use --tensor-parallel-size instead")
+        raise ConfigError(
+            "pipeline_parallel_size > 1 with speculative decoding crashes in vLLM 0.32.0 "
+            "(vllm-project/vllm issue 30436): use --tensor-parallel-size instead"
+        )
     if build == "cpu":
-        raise ConfigError("pipeline_parallel_size > 1 fails on vLLM's CPU build under specterm's engine: "
-                          "use --tensor-parallel-size instead")
+        raise ConfigError(
+            "pipeline_parallel_size > 1 fails on vLLM's CPU build under specterm's engine: "
+            "use --tensor-parallel-size instead"
+        )

@@ -58,15 +58,18 @@ class Publisher:
         self._path: Path | None = None
         if addr.startswith("tcp://"):
             if not token:
-                raise ValueError(f"publishing on {addr} needs a token ({wire.ENV_TOKEN}): the events carry "
-                                 "prompts and outputs")
+                raise ValueError(
+                    f"publishing on {addr} needs a token ({wire.ENV_TOKEN}): the events carry prompts and outputs"
+                )
         else:
             self._path = Path(addr.removeprefix("ipc://"))
             wire.private_dir(self._path.parent)
             if self._path.exists():
                 if wire.unix_listener(self._path):
-                    raise RuntimeError(f"another server already publishes on {self._path}; set "
-                                       f"{wire.ENV_ADDR}=PATH to publish elsewhere")
+                    raise RuntimeError(
+                        f"another server already publishes on {self._path}; set "
+                        f"{wire.ENV_ADDR}=PATH to publish elsewhere"
+                    )
                 self._path.unlink()  # left by a server that was killed
         self._zmq = zmq
         self._ctx = zmq.Context.instance()
@@ -82,8 +85,9 @@ class Publisher:
         # A name of its own: pyzmq's default is "inproc://monitor.s-<fd>", and a later socket that gets
         # the same fd in this process (the shared Context.instance()) could connect to the closed
         # socket's monitor and never hear of its peers (seen: a test's publisher saw no connection).
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED,
-                                                addr=f"inproc://specterm-publish-monitor-{uuid.uuid4().hex}")
+        self._monitor = sock.get_monitor_socket(
+            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED, addr=f"inproc://specterm-publish-monitor-{uuid.uuid4().hex}"
+        )
         sock.bind(addr)
         self.sock = sock
         if self._path is not None:
@@ -175,11 +179,18 @@ class PublishingScheduler(CapturingScheduler):
             return
         buffer = int(os.environ.get(wire.ENV_BUFFER) or wire.DEFAULT_BUFFER)
         rank = getattr(self.vllm_config.parallel_config, "data_parallel_rank", 0) or 0
-        self.publisher = Publisher(wire.for_rank(wire.endpoint(addr or None), rank),
-                                   os.environ.get(wire.ENV_TOKEN) or None, hello_from(self.vllm_config), buffer)
+        self.publisher = Publisher(
+            wire.for_rank(wire.endpoint(addr or None), rank),
+            os.environ.get(wire.ENV_TOKEN) or None,
+            hello_from(self.vllm_config),
+            buffer,
+        )
         atexit.register(self.publisher.close, "server exited")
-        log.warning("specterm: publishing verdicts on %s; watch with: specterm attach %s", self.publisher.endpoint,
-                    self.publisher.endpoint)
+        log.warning(
+            "specterm: publishing verdicts on %s; watch with: specterm attach %s",
+            self.publisher.endpoint,
+            self.publisher.endpoint,
+        )
 
     def schedule(self, *args, **kwargs):
         self._t_schedule = time.perf_counter()
@@ -211,10 +222,15 @@ class PublishingScheduler(CapturingScheduler):
     def _open(self, req, n_before: int, cached: int | None) -> wire.ReqOpen:
         sp = req.sampling_params
         return wire.ReqOpen(
-            id=req.request_id, prompt=list(req.prompt_token_ids or ()), output=list(req.output_token_ids[:n_before]),
-            arrival=float(req.arrival_time), cached=cached,
-            max_tokens=getattr(sp, "max_tokens", None), temperature=getattr(sp, "temperature", None),
-            structured=bool(req.use_structured_output))
+            id=req.request_id,
+            prompt=list(req.prompt_token_ids or ()),
+            output=list(req.output_token_ids[:n_before]),
+            arrival=float(req.arrival_time),
+            cached=cached,
+            max_tokens=getattr(sp, "max_tokens", None),
+            temperature=getattr(sp, "temperature", None),
+            structured=bool(req.use_structured_output),
+        )
 
     def _publish(self, reqs: dict, before: dict) -> None:
         opened, recs, done = [], [], []
@@ -226,22 +242,42 @@ class PublishingScheduler(CapturingScheduler):
             if r.req_id not in self._seen:
                 self._seen.add(r.req_id)
                 opened.append(self._open(req, n0, cached))
-            recs.append(wire.Rec(r.req_id, list(r.drafted), list(r.sampled), list(req.output_token_ids[n0:]),
-                                 r.invalid, r.padding, None if r.allowed is None else list(r.allowed)))
+            recs.append(
+                wire.Rec(
+                    r.req_id,
+                    list(r.drafted),
+                    list(r.sampled),
+                    list(req.output_token_ids[n0:]),
+                    r.invalid,
+                    r.padding,
+                    None if r.allowed is None else list(r.allowed),
+                )
+            )
         for req_id, req in reqs.items():
             if req.is_finished() and req_id in self._seen:
                 self._seen.discard(req_id)
                 reason = req.get_finished_reason()
                 done.append(wire.ReqDone(req_id, None if reason is None else str(reason), before[req_id][1]))
         if opened or recs or done:
-            self.publisher.send(wire.Batch(t=time.time(), wall=time.perf_counter() - self._t_schedule,
-                                           dropped=self.publisher.dropped, opened=opened, recs=recs, done=done))
+            self.publisher.send(
+                wire.Batch(
+                    t=time.time(),
+                    wall=time.perf_counter() - self._t_schedule,
+                    dropped=self.publisher.dropped,
+                    opened=opened,
+                    recs=recs,
+                    done=done,
+                )
+            )
 
     def finish_requests(self, request_ids, finished_status):
         finished = super().finish_requests(request_ids, finished_status)
         if self.capture and finished and self.publisher is not None:
-            done = [wire.ReqDone(r.request_id, str(r.get_finished_reason()), None)
-                    for r in finished if r.request_id in self._seen]
+            done = [
+                wire.ReqDone(r.request_id, str(r.get_finished_reason()), None)
+                for r in finished
+                if r.request_id in self._seen
+            ]
             self._seen.difference_update(d.id for d in done)
             if done:
                 self.publisher.send(wire.Batch(t=time.time(), wall=0.0, dropped=self.publisher.dropped, done=done))

@@ -57,7 +57,7 @@ class Spelling:
                 out.extend(tail)
                 keys.extend([None] * len(tail))
                 break
-            rest, before = rest[len(piece):], token
+            rest, before = rest[len(piece) :], token
         return out, keys
 
     def _encode(self, text: str) -> list[int]:

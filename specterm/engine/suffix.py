@@ -7,8 +7,10 @@ built from source: README "Suffix decoding"), so its absence is one line, never 
 
 from __future__ import annotations
 
-SUFFIX_HINT = ("method suffix needs the arctic-inference package (a C++ suffix tree built from source): "
-               "pip install 'specterm[suffix]' (or: pip install arctic-inference==0.3.0 --no-deps)")
+SUFFIX_HINT = (
+    "method suffix needs the arctic-inference package (a C++ suffix tree built from source): "
+    "pip install 'specterm[suffix]' (or: pip install arctic-inference==0.3.0 --no-deps)"
+)
 
 
 def suffix_decoding_problem() -> str | None:
@@ -32,5 +34,6 @@ def reset_suffix_drafter(worker) -> None:
 
     drafter = worker.model_runner.drafter
     old = drafter.suffix_cache
-    drafter.suffix_cache = SuffixDecodingCache(max_tree_depth=old.max_tree_depth,
-                                               max_cached_requests=old.max_cached_requests)
+    drafter.suffix_cache = SuffixDecodingCache(
+        max_tree_depth=old.max_tree_depth, max_cached_requests=old.max_cached_requests
+    )

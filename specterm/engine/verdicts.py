@@ -74,17 +74,16 @@ def assign_verdicts(emitted: Sequence[int], record: StepRecord | None) -> tuple[
     if k == 0:
         return ["target"] * len(emitted), 0, 0
     a = record.accepted
-    verdicts = [
-        "accepted" if i < a else ("bonus" if a == k else "correction") for i in range(len(emitted))
-    ]
+    verdicts = ["accepted" if i < a else ("bonus" if a == k else "correction") for i in range(len(emitted))]
     return verdicts, a, k
 
 
 class StepAssembler:
     """Turns (delta ids, scheduler record) pairs of one request into ``spec_step`` events."""
 
-    def __init__(self, request_id: str, hf_tokenizer: Any, prompt_ids: Sequence[int],
-                 clock: Callable[[], float], sink: Sink) -> None:
+    def __init__(
+        self, request_id: str, hf_tokenizer: Any, prompt_ids: Sequence[int], clock: Callable[[], float], sink: Sink
+    ) -> None:
         from tokenizers.decoders import DecodeStream
 
         self.request_id = request_id
@@ -109,9 +108,16 @@ class StepAssembler:
             return None
         verdicts, a, k = assign_verdicts(emitted, record)
         if record is not None and list(record.sampled[: len(emitted)]) != emitted:
-            self._sink(Error(t=self._clock(), level="warning", where="verdicts", request_id=self.request_id,
-                             message=f"step {self._index}: emitted ids {emitted} are not a prefix of "
-                                     f"the sampled ids {list(record.sampled)}"))
+            self._sink(
+                Error(
+                    t=self._clock(),
+                    level="warning",
+                    where="verdicts",
+                    request_id=self.request_id,
+                    message=f"step {self._index}: emitted ids {emitted} are not a prefix of "
+                    f"the sampled ids {list(record.sampled)}",
+                )
+            )
         drafted = list(record.drafted) if record else []
         grammar = record.from_grammar if record else None
         rejected = drafted[a:]
@@ -121,9 +127,16 @@ class StepAssembler:
             index=self._index,
             drafted=drafted,
             accepted=a,
-            tokens=[Token(id=i, text=self._piece(i), verdict=v, forced=bool(record and record.forced(n)),
-                          grammar=bool(grammar and n < a and grammar[n]))
-                    for n, (i, v) in enumerate(zip(emitted, verdicts))],
+            tokens=[
+                Token(
+                    id=i,
+                    text=self._piece(i),
+                    verdict=v,
+                    forced=bool(record and record.forced(n)),
+                    grammar=bool(grammar and n < a and grammar[n]),
+                )
+                for n, (i, v) in enumerate(zip(emitted, verdicts))
+            ],
             rejected=rejected,
             rejected_text=[self._hf.decode([r]) for r in rejected],
             invalid_drafts=record.invalid if record else 0,
@@ -167,20 +180,32 @@ def _trim(values: list[int]) -> list[int]:
     return values
 
 
-def reconcile(stats: SpecStats, per_step: list[tuple[int, int]], before: dict[str, Any],
-              after: dict[str, Any], detailed: Any, padding: Sequence[int] = (0, 0)) -> tuple[dict, dict, list[str]]:
+def reconcile(
+    stats: SpecStats,
+    per_step: list[tuple[int, int]],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    detailed: Any,
+    padding: Sequence[int] = (0, 0),
+) -> tuple[dict, dict, list[str]]:
     """Compare our counts for one request with vLLM's counter deltas and per-request metrics.
     ``padding`` = (steps, slots) of draft-less padding (``StepRecord.padding``): vLLM counts them as
     drafts, we do not, so they are added to ours for the comparison and reported in ``ours``."""
-    ours: dict[str, Any] = {"drafts": stats.drafts, "draft_tokens": stats.draft_tokens, "accepted": stats.accepted,
-                            "accepted_per_pos": _trim(stats.accepted_per_pos)}
+    ours: dict[str, Any] = {
+        "drafts": stats.drafts,
+        "draft_tokens": stats.draft_tokens,
+        "accepted": stats.accepted,
+        "accepted_per_pos": _trim(stats.accepted_per_pos),
+    }
     expected = dict(ours, drafts=ours["drafts"] + padding[0], draft_tokens=ours["draft_tokens"] + padding[1])
     if padding[1]:
         ours["vllm_padding"] = {"steps": padding[0], "slots": padding[1]}
     pos_before = before["accepted_per_pos"] + [0] * len(after["accepted_per_pos"])
     theirs: dict[str, Any] = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
     theirs["accepted_per_pos"] = _trim([v - pos_before[i] for i, v in enumerate(after["accepted_per_pos"])])
-    problems = [f"{key}: ours {expected[key]} vs vllm {theirs[key]}" for key in expected if expected[key] != theirs[key]]
+    problems = [
+        f"{key}: ours {expected[key]} vs vllm {theirs[key]}" for key in expected if expected[key] != theirs[key]
+    ]
     steps, problem = per_step_check(per_step, detailed)
     if steps is not None:
         theirs["per_step"] = steps

@@ -65,6 +65,7 @@ def _quiet_vllm() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\..*")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"vllm\..*")
 
+
 def _work_around_kernel_scan_crash() -> None:
     """vLLM CPU's ``register_kernels`` scans every module's objects and calls ``vars(obj).get``.
     llvmlite's ``ffi.lib`` (imported with numba by the ngram proposer) answers ``__dict__`` through
@@ -104,8 +105,14 @@ def default_max_model_len(target: str) -> int | None:
     except (OSError, ValueError):
         return None
     cfg = cfg.get("text_config", cfg)
-    own = next((cfg[k] for k in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
-                if isinstance(cfg.get(k), int)), None)
+    own = next(
+        (
+            cfg[k]
+            for k in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+            if isinstance(cfg.get(k), int)
+        ),
+        None,
+    )
     return min(own, DEFAULT_MAX_MODEL_LEN) if own else None
 
 
@@ -173,8 +180,10 @@ def validate_config(c: EngineConfig) -> None:
         if c.method != "draft_model":
             raise ConfigError(f"--grammar-drafting needs --method draft_model, not {c.method}")
         if c.world_size > 1:
-            raise ConfigError("--grammar-drafting needs one worker (the grammar lives in the engine's "
-                              "process): drop --tensor-parallel-size / --pipeline-parallel-size")
+            raise ConfigError(
+                "--grammar-drafting needs one worker (the grammar lives in the engine's "
+                "process): drop --tensor-parallel-size / --pipeline-parallel-size"
+            )
         if c.structured_output_backend not in ("xgrammar", "auto"):
             raise ConfigError(f"--grammar-drafting needs the xgrammar backend, not {c.structured_output_backend}")
     if c.method in NEEDS_DRAFT_MODEL:
@@ -220,11 +229,13 @@ class VllmSpecEngine(SpecEngine):
 
         self._hf_tokenizer = AutoTokenizer.from_pretrained(config.target)
         grammar = config.drafts_with_grammar and self._install_grammar_drafting()
-        self.renderer = PromptRenderer(self._hf_tokenizer, template_file=config.chat_template,
-                                       model=f"the target model ({config.target})")
+        self.renderer = PromptRenderer(
+            self._hf_tokenizer, template_file=config.chat_template, model=f"the target model ({config.target})"
+        )
         model_config = getattr(self._engine, "model_config", None)
-        self.max_model_len = int(getattr(model_config, "max_model_len", None) or config.max_model_len
-                                 or DEFAULT_MAX_MODEL_LEN)
+        self.max_model_len = int(
+            getattr(model_config, "max_model_len", None) or config.max_model_len or DEFAULT_MAX_MODEL_LEN
+        )
         self._lock = threading.Lock()
         self.capabilities = Capabilities(
             speculative=config.speculative,
@@ -245,8 +256,7 @@ class VllmSpecEngine(SpecEngine):
         try:
             if self._scheduler is None:
                 raise RuntimeError("specterm's scheduler (capture.py) is not in this process")
-            state = GrammarDraftState(self._scheduler, self._hf_tokenizer,
-                                      self._engine.model_config.get_vocab_size())
+            state = GrammarDraftState(self._scheduler, self._hf_tokenizer, self._engine.model_config.get_vocab_size())
             self._engine.collective_rpc(install, args=(state,))
         except Exception as err:  # one line: which part of vLLM's layout it did not find
             message = f"grammar drafting could not be installed: {_one_line(err)}"
@@ -296,22 +306,28 @@ class VllmSpecEngine(SpecEngine):
         if self.config.speculative:
             activate_collectors(self._metrics)  # another engine in this process may have replaced them
         before = spec_counters(engine.get_metrics()) if self.config.speculative else None
-        sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids),
-                            params=params.as_recorded()))
+        sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids), params=params.as_recorded()))
         if params.temperature > 0 and self.capabilities.sampling_verification_broken:
-            sink(Error(t=clock(), level="warning", where="engine", request_id=rid,
-                       message="temperature > 0 on the vLLM CPU build without specterm's sampling fix "
-                               "(vLLM issue 55005): verdicts and output may be wrong"))
+            sink(
+                Error(
+                    t=clock(),
+                    level="warning",
+                    where="engine",
+                    request_id=rid,
+                    message="temperature > 0 on the vLLM CPU build without specterm's sampling fix "
+                    "(vLLM issue 55005): verdicts and output may be wrong",
+                )
+            )
         start = time.perf_counter()
         from vllm.inputs import TokensPrompt
 
-        internal_id = engine.add_request(rid, TokensPrompt(prompt_token_ids=prompt_ids),
-                                         self._sampling_params(params))
+        internal_id = engine.add_request(rid, TokensPrompt(prompt_token_ids=prompt_ids), self._sampling_params(params))
         assembler = StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink)
         text: list[str] = []
         try:
             finish_reason, detailed, cancelled, ttft, cached = self._drive(
-                rid, internal_id, cancel, assembler, text, start)
+                rid, internal_id, cancel, assembler, text, start
+            )
         except BaseException:
             # A failing sink or Ctrl-C mid-request: never leave the request in the engine, or the
             # next generate() would step it along with its own.
@@ -323,8 +339,14 @@ class VllmSpecEngine(SpecEngine):
         if self.config.speculative and not cancelled:
             self._reconcile(rid, assembler, before, detailed, sink)
         finished = RequestFinished(
-            t=clock(), request_id=rid, finish_reason=finish_reason, text="".join(text),
-            output_tokens=assembler.stats.tokens, ttft_s=ttft, wall_s=wall_s, cancelled=cancelled,
+            t=clock(),
+            request_id=rid,
+            finish_reason=finish_reason,
+            text="".join(text),
+            output_tokens=assembler.stats.tokens,
+            ttft_s=ttft,
+            wall_s=wall_s,
+            cancelled=cancelled,
             cached_tokens=cached,
         )
         sink(finished)
@@ -362,14 +384,25 @@ class VllmSpecEngine(SpecEngine):
 
     def _reconcile(self, rid, assembler, before, detailed, sink) -> None:
         after = spec_counters(self._engine.get_metrics())
-        ours, theirs, problems = reconcile(assembler.stats, assembler.per_step, before, after, detailed,
-                                          assembler.padding)
+        ours, theirs, problems = reconcile(
+            assembler.stats, assembler.per_step, before, after, detailed, assembler.padding
+        )
         t = self.clock()
-        sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problems,
-                            detail="; ".join(problems)))
+        sink(
+            EngineCounters(
+                t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problems, detail="; ".join(problems)
+            )
+        )
         if problems:
-            sink(Error(t=t, level="warning", where="reconcile", request_id=rid,
-                       message="specterm's verdicts disagree with vLLM's counters: " + "; ".join(problems)))
+            sink(
+                Error(
+                    t=t,
+                    level="warning",
+                    where="reconcile",
+                    request_id=rid,
+                    message="specterm's verdicts disagree with vLLM's counters: " + "; ".join(problems),
+                )
+            )
 
     def generate_concurrent(self, items, sink: Sink, *, concurrency: int):
         """``items`` (``engine.batch.BatchItem``) with up to ``concurrency`` in flight at once, verdicts
@@ -378,9 +411,17 @@ class VllmSpecEngine(SpecEngine):
 
         return run_concurrent(self, items, sink, concurrency=concurrency)
 
-    def sample_token_ids(self, prompt: str, *, n: int, temperature: float, max_tokens: int,
-                         seed0: int = 0, batch: int = 256,
-                         json_schema: dict[str, Any] | None = None) -> list[list[int]]:
+    def sample_token_ids(
+        self,
+        prompt: str,
+        *,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed0: int = 0,
+        batch: int = 256,
+        json_schema: dict[str, Any] | None = None,
+    ) -> list[list[int]]:
         """``n`` seeded samples (seeds ``seed0 .. seed0 + n - 1``) of the first ``max_tokens`` tokens
         after ``prompt``, batched ``batch`` requests at a time; no events. For statistical checks of
         the sampler (``bench.distribution``): batching also exercises vLLM's per-request expansion of
@@ -395,9 +436,17 @@ class VllmSpecEngine(SpecEngine):
         with self._lock:
             for start in range(0, n, batch):
                 for i in range(start, min(n, start + batch)):
-                    engine.add_request(f"sample-{i}", prompt, SamplingParams(
-                        max_tokens=max_tokens, temperature=temperature, seed=seed0 + i, ignore_eos=True,
-                        structured_outputs=structured))
+                    engine.add_request(
+                        f"sample-{i}",
+                        prompt,
+                        SamplingParams(
+                            max_tokens=max_tokens,
+                            temperature=temperature,
+                            seed=seed0 + i,
+                            ignore_eos=True,
+                            structured_outputs=structured,
+                        ),
+                    )
                 while engine.has_unfinished_requests():
                     for o in engine.step():
                         if o.finished:
@@ -424,4 +473,3 @@ class VllmSpecEngine(SpecEngine):
             if shutdown:
                 shutdown()
             self._engine = None
-

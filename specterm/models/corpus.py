@@ -81,21 +81,31 @@ def _pick_sentence(question: str, passage: str, answer_words: tuple[str, ...] | 
     words = {w for w in re.findall(r"\w+", question.lower()) if w not in STOP}
     sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", passage.split(": ", 1)[-1]) if s.strip()]
     having = [s for s in sents if answer_words and all(w in s.lower() for w in answer_words)]
-    best = having[0] if having else \
-        max(sents, key=lambda s: len(words & set(re.findall(r"\w+", s.lower()))), default=passage)
+    best = (
+        having[0]
+        if having
+        else max(sents, key=lambda s: len(words & set(re.findall(r"\w+", s.lower()))), default=passage)
+    )
     return best.replace(" …(cut)", "").replace("…", "")[:150]
 
 
 # Mistakes a model makes about SQLite and this schema: (pattern, what it writes instead). A slip is
 # applied outside string literals only, so entities stay exact.
 SQL_SLIPS = [
-    (r"\bavg\(", ("mean(", "average(")), (r"\bcount\(\*\)", ("count(all)",)),
-    (r"\bprice\b", ("cost", "unit_price")), (r"\bamount\b", ("value", "amount_paid")),
-    (r"\bcountry\b", ("nation", "country_code")), (r"\bcategory\b", ("category_name", "type")),
-    (r"\bemail\b", ("email_address", "mail")), (r"\bquantity\b", ("qty",)),
-    (r"\bmethod\b", ("payment_method",)), (r"\btotal\b", ("order_total", "total_amount")),
-    (r"\bFROM customers\b", ("FROM customer", "FROM clients")), (r"\bFROM products\b", ("FROM product", "FROM items")),
-    (r"\bFROM payments\b", ("FROM payment",)), (r"\bFROM orders\b", ("FROM purchases",)),
+    (r"\bavg\(", ("mean(", "average(")),
+    (r"\bcount\(\*\)", ("count(all)",)),
+    (r"\bprice\b", ("cost", "unit_price")),
+    (r"\bamount\b", ("value", "amount_paid")),
+    (r"\bcountry\b", ("nation", "country_code")),
+    (r"\bcategory\b", ("category_name", "type")),
+    (r"\bemail\b", ("email_address", "mail")),
+    (r"\bquantity\b", ("qty",)),
+    (r"\bmethod\b", ("payment_method",)),
+    (r"\btotal\b", ("order_total", "total_amount")),
+    (r"\bFROM customers\b", ("FROM customer", "FROM clients")),
+    (r"\bFROM products\b", ("FROM product", "FROM items")),
+    (r"\bFROM payments\b", ("FROM payment",)),
+    (r"\bFROM orders\b", ("FROM purchases",)),
 ]
 
 
@@ -158,8 +168,11 @@ def resolve(box: ToolBox, case: Case, *, answer_words: bool = False) -> tuple[li
     last = steps[-1][2] if steps else ""
     vals = _values(last)
     fields.update(v=vals[0] if vals else "", all=", ".join(vals))
-    for key, pattern in (("budget", r": ([\d.]+) minutes"), ("left", r"remaining ([\d.-]+) minutes"),
-                         ("replicas", r"needed: (\d+)")):
+    for key, pattern in (
+        ("budget", r": ([\d.]+) minutes"),
+        ("left", r"remaining ([\d.-]+) minutes"),
+        ("replicas", r"needed: (\d+)"),
+    ):
         m = re.search(pattern, last)
         fields[key] = m.group(1) if m else ""
     if steps and steps[-1][0] == "search_docs":
@@ -181,14 +194,17 @@ def worked_examples(agent_name: str, n: int, seed: int) -> list[WorkedExample]:
         if case.question in out:
             continue
         steps, answer = resolve(box, case)
-        out[case.question] = WorkedExample(question=case.question,
-                                           calls=[ExampleCall(tool=t, arguments=a) for t, a, _ in steps],
-                                           answer=None if steps else answer)
+        out[case.question] = WorkedExample(
+            question=case.question,
+            calls=[ExampleCall(tool=t, arguments=a) for t, a, _ in steps],
+            answer=None if steps else answer,
+        )
     return list(out.values())
 
 
 def write_examples(path: Path, examples: list[WorkedExample], header: str) -> None:
     """``examples.toml`` (TOML basic strings are JSON strings, so json.dumps quotes them)."""
+
     def value(v) -> str:
         if isinstance(v, dict):
             return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
@@ -198,18 +214,31 @@ def write_examples(path: Path, examples: list[WorkedExample], header: str) -> No
     for ex in examples:
         lines += ["", "[[example]]", f"question = {value(ex.question)}"]
         if ex.calls:
-            lines.append("calls = [" + ", ".join(value({"tool": c.tool, "arguments": c.arguments})
-                                                  for c in ex.calls) + "]")
+            lines.append(
+                "calls = [" + ", ".join(value({"tool": c.tool, "arguments": c.arguments}) for c in ex.calls) + "]"
+            )
         else:
             lines.append(f"answer = {value(ex.answer)}")
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: float = 0.25,
-             rephrase_rate: float = 0.4, substitute_rate: float = 0.35, example_k: int = 2,
-             heldout: bool = False, render: Render | None = None, answer_words: bool = False,
-             recover_rate: float = 0.0, contrast_rate: float = 0.0, lower_rate: float = 0.0,
-             weights: dict[str, float] | None = None) -> list[Transcript]:
+def generate(
+    seed: int = 0,
+    n_sql: int = 2400,
+    n_ops: int = 1600,
+    *,
+    typo_rate: float = 0.25,
+    rephrase_rate: float = 0.4,
+    substitute_rate: float = 0.35,
+    example_k: int = 2,
+    heldout: bool = False,
+    render: Render | None = None,
+    answer_words: bool = False,
+    recover_rate: float = 0.0,
+    contrast_rate: float = 0.0,
+    lower_rate: float = 0.0,
+    weights: dict[str, float] | None = None,
+) -> list[Transcript]:
     """The training transcripts (deterministic for ``seed``), each with its ``example_k`` nearest
     worked examples (the agent's ``examples.toml``) in the context; with ``heldout``, transcripts of
     the held-out phrasings instead (no typos added, retrieval exactly as at inference), for evaluation.
@@ -258,18 +287,29 @@ def generate(seed: int = 0, n_sql: int = 2400, n_ops: int = 1600, *, typo_rate: 
             steps, answer = resolve(box, case, answer_words=answer_words)
             passages: list[Passage] = []
             if examples is not None and example_k:
-                own = example_text(WorkedExample(question=case.question,
-                                                 calls=[ExampleCall(tool=t, arguments=a) for t, a, _ in steps],
-                                                 answer=None if steps else answer)).split(" → ", 1)[1]
+                own = example_text(
+                    WorkedExample(
+                        question=case.question,
+                        calls=[ExampleCall(tool=t, arguments=a) for t, a, _ in steps],
+                        answer=None if steps else answer,
+                    )
+                ).split(" → ", 1)[1]
                 substitute = rng.random() < substitute_rate
                 shape = tuple((t, tuple(sorted(a))) for t, a, _ in steps)
                 other = lambda i: contrasts(shape, ex_shapes[i])  # noqa: E731, B023 - called in this iteration only
-                contrast = bool(contrast_rate and steps and rng.random() < contrast_rate
-                                and any(other(i) for i in range(len(ex_texts))))
+                contrast = bool(
+                    contrast_rate
+                    and steps
+                    and rng.random() < contrast_rate
+                    and any(other(i) for i in range(len(ex_texts)))
+                )
                 scores = examples.matrix @ vec
                 for i in np.argsort(-scores, kind="stable"):
-                    if ex_questions[i] == case.question or (substitute and ex_texts[i].endswith(" → " + own)) \
-                            or (contrast and not other(i)):
+                    if (
+                        ex_questions[i] == case.question
+                        or (substitute and ex_texts[i].endswith(" → " + own))
+                        or (contrast and not other(i))
+                    ):
                         continue
                     passages.append(Passage(doc=EXAMPLE_DOC, score=round(float(scores[i]), 4), text=ex_texts[i]))
                     if len(passages) == example_k:
@@ -290,16 +330,33 @@ def add_training_args(ap) -> None:
     """``generate``'s training options as a training script's flags (``scripts/finetune_pretrained.py``
     and ``scripts/train_chat_draft.py`` train the pair on one corpus, so they take the same ones);
     ``training_options`` reads them back."""
-    ap.add_argument("--docs-answer-words", action="store_true",
-                    help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))")
-    ap.add_argument("--recover-rate", type=float, default=0.0,
-                    help="share of 1-2 call SQL transcripts that first fail on a slipped query and fix it")
-    ap.add_argument("--contrast-rate", type=float, default=0.0,
-                    help="share of transcripts retrieving examples of the same tools with other arguments")
-    ap.add_argument("--lower-rate", type=float, default=0.0,
-                    help="share of questions typed all in lower case, entities too")
-    ap.add_argument("--weight", action="append", default=[], metavar="INTENT=W",
-                    help="an intent's weight in the corpus (repeatable; e.g. orders_for_min_product=1)")
+    ap.add_argument(
+        "--docs-answer-words",
+        action="store_true",
+        help="docs answers quote the sentence that answers (corpus.generate(answer_words=True))",
+    )
+    ap.add_argument(
+        "--recover-rate",
+        type=float,
+        default=0.0,
+        help="share of 1-2 call SQL transcripts that first fail on a slipped query and fix it",
+    )
+    ap.add_argument(
+        "--contrast-rate",
+        type=float,
+        default=0.0,
+        help="share of transcripts retrieving examples of the same tools with other arguments",
+    )
+    ap.add_argument(
+        "--lower-rate", type=float, default=0.0, help="share of questions typed all in lower case, entities too"
+    )
+    ap.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="INTENT=W",
+        help="an intent's weight in the corpus (repeatable; e.g. orders_for_min_product=1)",
+    )
 
 
 def training_options(ap, args) -> dict[str, Any]:
@@ -309,8 +366,13 @@ def training_options(ap, args) -> dict[str, Any]:
         weights = dict(parse_weight(w) for w in args.weight)
     except ValueError as e:
         ap.error(str(e))
-    return {"answer_words": args.docs_answer_words, "recover_rate": args.recover_rate,
-            "contrast_rate": args.contrast_rate, "lower_rate": args.lower_rate, "weights": weights}
+    return {
+        "answer_words": args.docs_answer_words,
+        "recover_rate": args.recover_rate,
+        "contrast_rate": args.contrast_rate,
+        "lower_rate": args.lower_rate,
+        "weights": weights,
+    }
 
 
 def parse_weight(text: str) -> tuple[str, float]:
@@ -341,12 +403,22 @@ class Render:
         """The format ``renderer`` (the model's chat template) writes, with the loop's call key for
         it and, unless given, the tokenizer's EOS as the end of turn."""
         key = call_key_for(renderer.template)
-        return cls(text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
-                   key=key, end=(renderer.tokenizer.eos_token or "") if end is None else end)
+        return cls(
+            text=lambda agent, history, passages: renderer.text(build_chat(agent, history, passages, key=key)),
+            key=key,
+            end=(renderer.tokenizer.eos_token or "") if end is None else end,
+        )
 
 
-def _transcript(agent, case: Case, steps, answer: str, passages: list[Passage],
-                render: Render | None = None, untrained: int | None = None) -> Transcript:
+def _transcript(
+    agent,
+    case: Case,
+    steps,
+    answer: str,
+    passages: list[Passage],
+    render: Render | None = None,
+    untrained: int | None = None,
+) -> Transcript:
     """The transcript's text and the spans of its calls; the call of step ``untrained`` (a slip)
     is in the text but not among the trained spans."""
     key = "tool" if render is None else render.key
@@ -378,8 +450,7 @@ def heldout_cases(agent_name: str, n: int, seed: int = 12345) -> list[dict]:
     rng = random.Random(seed)
     slots = Slots(box.db() if agent.database else None)
     out, seen = [], set()
-    no_tool = {"not_in_data": ["not in the data"], "off_topic": ["only"], "greeting": ["hello"],
-               "thanks": ["welcome"]}
+    no_tool = {"not_in_data": ["not in the data"], "off_topic": ["only"], "greeting": ["hello"], "thanks": ["welcome"]}
     names = {i.name for i in intents_for(agent_name) if i.heldout or i.name == "docs"}
     while len(out) < n:
         case = sample(agent_name, rng, slots, heldout=True)

@@ -73,8 +73,9 @@ def default_pair() -> Pair:
     if vllm_build() is None:
         return _small("the smollm2-agent pair needs the vLLM engine to build")
     out = model_cache_dir(smollm2_agent.NAME)
-    why = ("the best local pair: SmolLM2-135M-Instruct fine-tuned for the agents"
-           + ("" if smollm2_agent.is_built() else "; not built yet: the first run builds it, about a minute"))
+    why = "the best local pair: SmolLM2-135M-Instruct fine-tuned for the agents" + (
+        "" if smollm2_agent.is_built() else "; not built yet: the first run builds it, about a minute"
+    )
     return Pair(smollm2_agent.NAME, out / "target", out / "draft", why)
 
 
@@ -120,8 +121,10 @@ def ensure_default_pair(log: Callable[[str], None] = print) -> Pair:
 
 TRAINED_FOR = ("sql_analyst", "ops_assistant")
 """The agents whose transcripts the local pairs learned (``models/corpus.py``): all they know."""
-GENERAL_MODEL_HINT = ("a general instruct model that calls tools, e.g. the Qwen2.5-Coder 1.5B/0.5B pair "
-                      "(scripts/fetch_qwen_pair.py): --target DIR --draft DIR")
+GENERAL_MODEL_HINT = (
+    "a general instruct model that calls tools, e.g. the Qwen2.5-Coder 1.5B/0.5B pair "
+    "(scripts/fetch_qwen_pair.py): --target DIR --draft DIR"
+)
 
 
 def local_pair_of(target: str | Path | None) -> str | None:
@@ -140,8 +143,10 @@ def agent_fit(target: str | Path | None, agent: str) -> str | None:
     pair = local_pair_of(target)
     if pair is None or agent in TRAINED_FOR:
         return None
-    return (f"the {pair} pair was trained only for the shipped agents ({', '.join(TRAINED_FOR)}): with "
-            f"{agent} expect wrong tool calls or none; use {GENERAL_MODEL_HINT}")
+    return (
+        f"the {pair} pair was trained only for the shipped agents ({', '.join(TRAINED_FOR)}): with "
+        f"{agent} expect wrong tool calls or none; use {GENERAL_MODEL_HINT}"
+    )
 
 
 def ensure_default_models(log: Callable[[str], None] = print) -> tuple[Path, Path]:

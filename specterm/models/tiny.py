@@ -29,6 +29,7 @@ Runbook: if the queue backs up, drain the workers, check the database, then rest
 The quick brown fox jumps over the lazy dog. 0123456789 + - * / = < > ( ) [ ] { } , . ; : ' " ?
 """
 
+
 def build_tokenizer(out_dir: Path, vocab_size: int = 512) -> None:
     """The embedded pair's byte-level BPE recipe (``models.train``), on the built-in corpus."""
     from specterm.models.train import build_tokenizer as train_tokenizer
@@ -79,14 +80,15 @@ def corpus_lines(seed: int = 0, n: int = 1500) -> list[str]:
             out.append('{"tool":"query_sql","arguments":{"sql":"%s"}}' % sql)
         elif kind < 0.55:
             q = f"{rng.choice(verbs)} the {rng.choice(services)} service"
-            out.append('{"tool":"search_docs","arguments":{"query":"%s","top_k":%d}}'
-                       % (q, rng.randint(1, 5)))
+            out.append('{"tool":"search_docs","arguments":{"query":"%s","top_k":%d}}' % (q, rng.randint(1, 5)))
         elif kind < 0.7:
             out.append(f"The customer {rng.choice(names)} placed {num} {t} with {c} above {num // 3}.")
         else:
             s1, s2 = rng.choice(services), rng.choice(services)
-            out.append(f"Runbook: if the {s1} queue backs up, {rng.choice(verbs)} the {s2} "
-                       f"workers, then {rng.choice(verbs)} the {s1} service within {num} seconds.")
+            out.append(
+                f"Runbook: if the {s1} queue backs up, {rng.choice(verbs)} the {s2} "
+                f"workers, then {rng.choice(verbs)} the {s1} service within {num} seconds."
+            )
     return out
 
 
@@ -129,8 +131,12 @@ def build_tiny_pair(
     """
     root = Path(root)
     target_dir, draft_dir = root / "target", root / "draft"
-    stamp = {"seed": seed, "target": [target_layers, target_hidden, target_steps],
-             "draft": [draft_layers, draft_hidden, draft_steps], "version": 3}
+    stamp = {
+        "seed": seed,
+        "target": [target_layers, target_hidden, target_steps],
+        "draft": [draft_layers, draft_hidden, draft_steps],
+        "version": 3,
+    }
     stamp_file = root / "build.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()).get("settings") == stamp:
         from specterm.models.train import install_chat_template

@@ -47,8 +47,20 @@ class Settings:
     """Transcripts of the held-out phrasings (``intents``: never in the corpus) for the eval."""
 
 
-QUICK = Settings(n_sql=40, n_ops=30, vocab_size=600, target_hidden=64, target_layers=1, target_steps=6,
-                 draft_hidden=64, draft_layers=1, draft_steps=4, batch=4, heldout=10, heldout_phrasings=10)
+QUICK = Settings(
+    n_sql=40,
+    n_ops=30,
+    vocab_size=600,
+    target_hidden=64,
+    target_layers=1,
+    target_steps=6,
+    draft_hidden=64,
+    draft_layers=1,
+    draft_steps=4,
+    batch=4,
+    heldout=10,
+    heldout_phrasings=10,
+)
 
 
 def build_tokenizer(texts: list[str], vocab_size: int, split_digits: bool = False):
@@ -61,14 +73,22 @@ def build_tokenizer(texts: list[str], vocab_size: int, split_digits: bool = Fals
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-                         if split_digits else byte_level)
+    tok.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if split_digits
+        else byte_level
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer=trainer)
-    out = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                  unk_token="<unk>", pad_token="<pad>")
+    out = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
     out.chat_template = agent_chat_template()  # saved as chat_template.jinja next to the tokenizer
     return out
 
@@ -99,11 +119,21 @@ def encode(tokenizer, transcripts) -> list[tuple[list[int], list[int]]]:
 def model_config(vocab: int, hidden: int, layers: int, max_positions: int, name: str):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 3,
-                       num_hidden_layers=layers, num_attention_heads=max(hidden // 64, 1),  # head_dim 64 (vLLM CPU)
-                       num_key_value_heads=max(hidden // 128, 1), max_position_embeddings=max_positions,
-                       bos_token_id=1, eos_token_id=2, pad_token_id=3, tie_word_embeddings=False,
-                       torch_dtype="bfloat16", name_or_path=name)
+    return LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=hidden * 3,
+        num_hidden_layers=layers,
+        num_attention_heads=max(hidden // 64, 1),  # head_dim 64 (vLLM CPU)
+        num_key_value_heads=max(hidden // 128, 1),
+        max_position_embeddings=max_positions,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+        name_or_path=name,
+    )
 
 
 def _batch(data, idx, pad: int):
@@ -165,9 +195,13 @@ def evaluate(target, draft, data, pad: int) -> dict:
             n += int(mask.sum())
             for k, out in (("target", lt), ("draft", ld)):
                 losses[k] += float(torch.nn.functional.cross_entropy(out.logits[:, :-1][mask], truth, reduction="sum"))
-    return {"greedy_agreement": round(agree / n, 4), "target_token_accuracy": round(t_ok / n, 4),
-            "draft_token_accuracy": round(d_ok / n, 4), "heldout_call_tokens": n,
-            "heldout_loss": {k: round(v / n, 4) for k, v in losses.items()}}
+    return {
+        "greedy_agreement": round(agree / n, 4),
+        "target_token_accuracy": round(t_ok / n, 4),
+        "draft_token_accuracy": round(d_ok / n, 4),
+        "heldout_call_tokens": n,
+        "heldout_loss": {k: round(v / n, 4) for k, v in losses.items()},
+    }
 
 
 def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:  # noqa: B008 - s is only read
@@ -188,26 +222,37 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:  # noqa:
     longest = max(len(d[0]) for d in data)
     if longest > s.max_positions:
         raise ValueError(f"a transcript has {longest} tokens > max_positions {s.max_positions}")
-    train, held = data[s.heldout:], data[: s.heldout]
+    train, held = data[s.heldout :], data[: s.heldout]
     pad = tokenizer.pad_token_id
-    report: dict = {"settings": asdict(s), "transcripts": len(transcripts), "longest_tokens": longest,
-                    "vocab": len(tokenizer)}
+    report: dict = {
+        "settings": asdict(s),
+        "transcripts": len(transcripts),
+        "longest_tokens": longest,
+        "vocab": len(tokenizer),
+    }
     models = {}
-    for name, hidden, layers, steps in (("target", s.target_hidden, s.target_layers, s.target_steps),
-                                        ("draft", s.draft_hidden, s.draft_layers, s.draft_steps)):
+    for name, hidden, layers, steps in (
+        ("target", s.target_hidden, s.target_layers, s.target_steps),
+        ("draft", s.draft_hidden, s.draft_layers, s.draft_steps),
+    ):
         torch.manual_seed(s.seed)
-        model = LlamaForCausalLM(model_config(len(tokenizer), hidden, layers, s.max_positions,
-                                              f"specterm-embedded-{name}"))
+        model = LlamaForCausalLM(
+            model_config(len(tokenizer), hidden, layers, s.max_positions, f"specterm-embedded-{name}")
+        )
         log(f"{name}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, {steps} steps")
         t1 = time.perf_counter()
         loss = train_model(model, train, steps=steps, seed=s.seed, batch=s.batch, lr=s.lr, pad=pad, log=log)
-        report[name] = {"params": sum(p.numel() for p in model.parameters()), "final_loss": round(loss, 6),
-                        "train_s": round(time.perf_counter() - t1, 1)}
+        report[name] = {
+            "params": sum(p.numel() for p in model.parameters()),
+            "final_loss": round(loss, 6),
+            "train_s": round(time.perf_counter() - t1, 1),
+        }
         models[name] = model
     report["eval"] = evaluate(models["target"], models["draft"], held, pad)
     n_ops = s.heldout_phrasings * s.n_ops // (s.n_sql + s.n_ops)
-    unseen = encode(tokenizer, generate(s.seed + 1, s.heldout_phrasings - n_ops, n_ops,
-                                      example_k=s.example_k, heldout=True))
+    unseen = encode(
+        tokenizer, generate(s.seed + 1, s.heldout_phrasings - n_ops, n_ops, example_k=s.example_k, heldout=True)
+    )
     report["eval_heldout_phrasings"] = evaluate(models["target"], models["draft"], unseen, pad)
     for name, model in models.items():
         d = out / name

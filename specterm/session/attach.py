@@ -38,8 +38,10 @@ from specterm.errors import ConfigError
 from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink
 from specterm.paths import portable
 
-START_HINT = ("start the server with specterm's publishing scheduler: specterm vllm-serve MODEL "
-              "[vLLM flags], or add --scheduler-cls " + wire.SCHEDULER_CLS + " to your vllm serve command")
+START_HINT = (
+    "start the server with specterm's publishing scheduler: specterm vllm-serve MODEL "
+    "[vLLM flags], or add --scheduler-cls " + wire.SCHEDULER_CLS + " to your vllm serve command"
+)
 
 
 class AttachError(ConfigError):
@@ -51,16 +53,16 @@ def check_address(addr: str) -> None:
     if addr.startswith("tcp://"):
         host, port = wire.split_tcp(addr)
         if not wire.tcp_listener(host, port):
-            raise AttachError(f"nothing is listening at {addr}; {START_HINT} and {wire.ENV_ADDR}={addr} "
-                              f"{wire.ENV_TOKEN}=...")
+            raise AttachError(
+                f"nothing is listening at {addr}; {START_HINT} and {wire.ENV_ADDR}={addr} {wire.ENV_TOKEN}=..."
+            )
         return
     path = Path(addr.removeprefix("ipc://"))
     if not path.exists():
         raise AttachError(f"no server publishes at {path}; {START_HINT}")
     for p in (path, path.parent):
         if p.stat().st_uid != os.getuid():
-            raise AttachError(f"{p} belongs to another user (uid {p.stat().st_uid}); refusing to read "
-                              "their prompts")
+            raise AttachError(f"{p} belongs to another user (uid {p.stat().st_uid}); refusing to read their prompts")
     if not wire.unix_listener(path):
         raise AttachError(f"the server that published at {path} is gone (nothing accepts connections); {START_HINT}")
     read_sidecar(path)
@@ -77,8 +79,10 @@ def read_sidecar(path: Path) -> wire.Hello | None:
         hello = None
     version = hello.version if hello else wire.msgspec.json.decode(data).get("version")
     if version != wire.WIRE_VERSION:
-        raise AttachError(f"the server at {path} publishes event version {version}; this specterm reads "
-                          f"version {wire.WIRE_VERSION}: use the same specterm on both sides")
+        raise AttachError(
+            f"the server at {path} publishes event version {version}; this specterm reads "
+            f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
+        )
     return hello
 
 
@@ -101,8 +105,16 @@ class _Conversation:
 class Attach:
     """Subscribes to ``addr`` and emits events to ``sink`` until ``stop()`` (or ``max_requests`` finished)."""
 
-    def __init__(self, addr: str, sink: Sink, *, token: str | None = None, tokenizer: str | None = None,
-                 clock: Callable[[], float] | None = None, max_requests: int | None = None) -> None:
+    def __init__(
+        self,
+        addr: str,
+        sink: Sink,
+        *,
+        token: str | None = None,
+        tokenizer: str | None = None,
+        clock: Callable[[], float] | None = None,
+        max_requests: int | None = None,
+    ) -> None:
         self.addr = addr
         self.token = token
         self.sink = sink
@@ -142,8 +154,9 @@ class Attach:
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         sock.setsockopt(zmq.SUBSCRIBE, wire.topic_for(self.addr, self.token))
         # its own monitor name (pyzmq's default is per fd, which a later socket may reuse: publish.py)
-        monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED,
-                                          addr=f"inproc://specterm-attach-monitor-{uuid.uuid4().hex}")
+        monitor = sock.get_monitor_socket(
+            zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED, addr=f"inproc://specterm-attach-monitor-{uuid.uuid4().hex}"
+        )
         sock.connect(self.addr)
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
@@ -172,8 +185,11 @@ class Attach:
             return
         self._connected = up
         if up:
-            tcp = " (over TCP only with the server's token: with another one nothing arrives)" \
-                if self.addr.startswith("tcp://") else ""
+            tcp = (
+                " (over TCP only with the server's token: with another one nothing arrives)"
+                if self.addr.startswith("tcp://")
+                else ""
+            )
             self._warn(f"connected to {self.addr}; requests appear as the server runs them{tcp}")
         else:
             self._server_gone(f"lost the server at {self.addr}; reconnecting by itself")
@@ -189,8 +205,10 @@ class Attach:
         try:
             msg = wire.decode(payload)
         except wire.VersionMismatch as err:
-            raise AttachError(f"the server at {self.addr} publishes event version {err}; this specterm reads "
-                              f"version {wire.WIRE_VERSION}: use the same specterm on both sides") from None
+            raise AttachError(
+                f"the server at {self.addr} publishes event version {err}; this specterm reads "
+                f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
+            ) from None
         except (wire.msgspec.DecodeError, wire.msgspec.ValidationError) as err:  # garbage: say so, go on
             self._warn(f"skipped a message this specterm cannot read ({err})")
             return
@@ -207,11 +225,19 @@ class Attach:
         if old is None:
             models = {"target": portable(hello.model), "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
             if hello.spec:
-                models |= {"method": hello.spec.get("method"),
-                           "num_speculative_tokens": hello.spec.get("num_speculative_tokens")}
-            self.sink(SessionStarted(t=self.clock(), models=models, config={"attach": self.addr},
-                                     specterm_version=__version__,
-                                     host=os.uname().nodename))
+                models |= {
+                    "method": hello.spec.get("method"),
+                    "num_speculative_tokens": hello.spec.get("num_speculative_tokens"),
+                }
+            self.sink(
+                SessionStarted(
+                    t=self.clock(),
+                    models=models,
+                    config={"attach": self.addr},
+                    specterm_version=__version__,
+                    host=os.uname().nodename,
+                )
+            )
             if not hello.spec:
                 self._warn("speculation is off on this server: every token is a target token")
         elif old.pid != hello.pid:
@@ -229,14 +255,18 @@ class Attach:
             try:
                 self._tok = AutoTokenizer.from_pretrained(path)
             except Exception as err:  # noqa: BLE001 - transformers raises many types
-                raise AttachError(f"cannot load the served model's tokenizer {path!r} here ({type(err).__name__}); "
-                                  "pass --tokenizer PATH with a copy of it") from None
+                raise AttachError(
+                    f"cannot load the served model's tokenizer {path!r} here ({type(err).__name__}); "
+                    "pass --tokenizer PATH with a copy of it"
+                ) from None
         return self._tok
 
     def _on_batch(self, b: wire.Batch) -> None:
         if b.dropped > self.dropped:
-            self._warn(f"{b.dropped - self.dropped} engine steps dropped by the server (this viewer fell "
-                       f"behind): {b.dropped} in all")
+            self._warn(
+                f"{b.dropped - self.dropped} engine steps dropped by the server (this viewer fell "
+                f"behind): {b.dropped} in all"
+            )
             self.dropped = b.dropped
         for o in b.opened:
             if o.id not in self.requests:
@@ -247,8 +277,14 @@ class Attach:
                 continue  # opened before this viewer came, and not re-announced: nothing to decode with
             if req.ttft is None and r.emitted:
                 req.ttft = max(b.t - req.arrival, 0.0)
-            record = StepRecord(r.id, tuple(r.drafted), tuple(r.sampled), r.invalid,
-                                None if r.allowed is None else tuple(r.allowed), padding=r.padding)
+            record = StepRecord(
+                r.id,
+                tuple(r.drafted),
+                tuple(r.sampled),
+                r.invalid,
+                None if r.allowed is None else tuple(r.allowed),
+                padding=r.padding,
+            )
             req.assembler.add(list(r.emitted), record, b.wall)
             req.ids.extend(r.emitted)
         for d in b.done:
@@ -256,12 +292,19 @@ class Attach:
 
     def _open(self, o: wire.ReqOpen) -> None:
         conv, turn = self._conversation(o.prompt)
-        params: dict[str, Any] = {"max_tokens": o.max_tokens, "temperature": o.temperature,
-                                  "json_schema": o.structured}
+        params: dict[str, Any] = {"max_tokens": o.max_tokens, "temperature": o.temperature, "json_schema": o.structured}
         if o.output:
             params["joined_late"] = True
-        self.sink(RequestStarted(t=self.clock(), request_id=o.id, prompt_tokens=len(o.prompt), params=params,
-                                 conversation=conv, turn=turn))
+        self.sink(
+            RequestStarted(
+                t=self.clock(),
+                request_id=o.id,
+                prompt_tokens=len(o.prompt),
+                params=params,
+                conversation=conv,
+                turn=turn,
+            )
+        )
         assembler = StepAssembler(o.id, self.tokenizer(), [*o.prompt, *o.output], self.clock, self.sink)
         self.assemblers.append(assembler)
         self.requests[o.id] = _Request(assembler, o.arrival, ttft=None if not o.output else 0.0, cached=o.cached)
@@ -269,8 +312,11 @@ class Attach:
     def _conversation(self, prompt: list[int]) -> tuple[str, int]:
         best = None
         for c in self.conversations:
-            if len(c.prompt) <= len(prompt) and prompt[: len(c.prompt)] == c.prompt and (
-                    best is None or len(c.prompt) > len(best.prompt)):
+            if (
+                len(c.prompt) <= len(prompt)
+                and prompt[: len(c.prompt)] == c.prompt
+                and (best is None or len(c.prompt) > len(best.prompt))
+            ):
                 best = c
         if best is None:
             best = _Conversation(f"c{len(self.conversations) + 1}", list(prompt))
@@ -285,11 +331,19 @@ class Attach:
         if req is None:
             return
         text = self.tokenizer().decode(req.ids, skip_special_tokens=True) if req.ids else ""
-        self.sink(RequestFinished(
-            t=self.clock(), request_id=rid, finish_reason=reason, text=text,
-            output_tokens=req.assembler.stats.tokens, ttft_s=req.ttft, wall_s=max(t - req.arrival, 0.0),
-            cancelled=reason in ("abort", "server stopped"),
-            cached_tokens=cached if cached is not None else req.cached))
+        self.sink(
+            RequestFinished(
+                t=self.clock(),
+                request_id=rid,
+                finish_reason=reason,
+                text=text,
+                output_tokens=req.assembler.stats.tokens,
+                ttft_s=req.ttft,
+                wall_s=max(t - req.arrival, 0.0),
+                cancelled=reason in ("abort", "server stopped"),
+                cached_tokens=cached if cached is not None else req.cached,
+            )
+        )
         self.finished += 1
 
     # -- totals -------------------------------------------------------------------------------------

@@ -129,7 +129,9 @@ class SummaryReader(SessionReader):
         super().close()
 
 
-def summarize_file(path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES) -> tuple[SessionData, SessionSummary]:
+def summarize_file(
+    path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES
+) -> tuple[SessionData, SessionSummary]:
     """The file's header, warnings and figures (``summarize(read_session(path).events)``, faster).
     Raises ``SessionFileError`` as ``read_session`` does."""
     with SummaryReader(path, max_line_bytes=max_line_bytes) as reader:

@@ -18,8 +18,14 @@ Runner = Callable[[str, Sink, threading.Event], Any]
 the event is set."""
 
 
-def plain_runner(engine: Any, params: Any = None, clock: Callable[[], float] | None = None, *,
-                  raw: bool = False, system: str | None = None) -> Runner:
+def plain_runner(
+    engine: Any,
+    params: Any = None,
+    clock: Callable[[], float] | None = None,
+    *,
+    raw: bool = False,
+    system: str | None = None,
+) -> Runner:
     """A runner that sends the prompt straight to ``engine`` (no agent): a multi-turn conversation
     through the model's chat template (oldest turns dropped when it outgrows the context), or each
     prompt as raw text with ``raw``."""
@@ -58,8 +64,9 @@ def plain_runner(engine: Any, params: Any = None, clock: Callable[[], float] | N
     return run
 
 
-def agent_runner(agent: Any, engine: Any, *, temperature: float = 0.0,
-                 clock: Callable[[], float] | None = None) -> Runner:
+def agent_runner(
+    agent: Any, engine: Any, *, temperature: float = 0.0, clock: Callable[[], float] | None = None
+) -> Runner:
     """A runner that sends each prompt to ``agent`` (``specterm.agent.AgentRunner``) on ``engine``."""
     from specterm.agent import AgentRunner
     from specterm.models.defaults import agent_fit
@@ -70,8 +77,16 @@ def agent_runner(agent: Any, engine: Any, *, temperature: float = 0.0,
     return lambda text, sink, cancel: runner.run(text, sink, cancel=cancel)
 
 
-def make_runner(engine: Any, *, agent: Any = None, params: Any = None, clock: Callable[[], float] | None = None,
-                raw: bool = False, system: str | None = None, temperature: float = 0.0) -> Runner:
+def make_runner(
+    engine: Any,
+    *,
+    agent: Any = None,
+    params: Any = None,
+    clock: Callable[[], float] | None = None,
+    raw: bool = False,
+    system: str | None = None,
+    temperature: float = 0.0,
+) -> Runner:
     """The runner ``specterm chat`` puts around ``engine``: ``agent``'s loop, or plain chat without
     one. Module-level, so ``functools.partial(make_runner, agent=...)`` pickles into an engine
     process (``session/process.py``)."""
@@ -91,9 +106,17 @@ class LiveSession:
     lags (the UI coalescing a burst) never delays or reorders what reaches the file.
     """
 
-    def __init__(self, *, header: Any = None, engine: Any = None, engine_factory: Callable[[], Any] | None = None,
-                 runner: Runner | None = None, runner_factory: Callable[[Any], Runner] | None = None,
-                 recorder: Any = None, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        header: Any = None,
+        engine: Any = None,
+        engine_factory: Callable[[], Any] | None = None,
+        runner: Runner | None = None,
+        runner_factory: Callable[[Any], Runner] | None = None,
+        recorder: Any = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         from specterm.engine.base import SessionClock
 
         self.header = header

@@ -126,20 +126,29 @@ class EngineProcess:
         resource_tracker.ensure_running()
 
     @classmethod
-    def start(cls, engine_factory: Callable[[], Any], runner_factory: Callable[[Any], Any],
-              log_path: str | os.PathLike = os.devnull) -> EngineProcess:
+    def start(
+        cls,
+        engine_factory: Callable[[], Any],
+        runner_factory: Callable[[Any], Any],
+        log_path: str | os.PathLike = os.devnull,
+    ) -> EngineProcess:
         ctx = mp.get_context("spawn")  # never fork a process that may hold threads and a terminal
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_child, args=(child, engine_factory, runner_factory, str(log_path)),
-                              name="specterm-engine", daemon=True)
+        process = ctx.Process(
+            target=_child,
+            args=(child, engine_factory, runner_factory, str(log_path)),
+            name="specterm-engine",
+            daemon=True,
+        )
         process.start()
         child.close()
         try:
             msg = parent.recv()
         except (EOFError, OSError):
             process.join(1)
-            raise EngineProcessError(f"the engine process exited while loading (exit code {process.exitcode}; "
-                                     f"its log: {log_path})") from None
+            raise EngineProcessError(
+                f"the engine process exited while loading (exit code {process.exitcode}; its log: {log_path})"
+            ) from None
         if msg[0] == "load_error":
             process.join(CLOSE_S)
             raise msg[1]

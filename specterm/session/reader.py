@@ -222,8 +222,10 @@ class SessionReader:
             )
         _check_times(self._times(), data.warnings, self.name)
         if self._last_type() != "session_ended":
-            data.warnings.append(f"{self.name}: no session_ended event at the end; the session may be incomplete "
-                                 "(recording interrupted?)")
+            data.warnings.append(
+                f"{self.name}: no session_ended event at the end; the session may be incomplete "
+                "(recording interrupted?)"
+            )
 
     def _times(self) -> list[float]:
         """Every event's ``t``, in file order (for the timestamp warnings)."""
@@ -297,5 +299,3 @@ class SessionReader:
         lines.number = number
         data.events.extend(new)
         return new
-
-

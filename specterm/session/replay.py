@@ -54,7 +54,9 @@ def _waits(events: Sequence[Event], max_gap_s: float | None) -> list[float]:
     return _waits_from(events, max_gap_s, None)[0]
 
 
-def _waits_from(events: Sequence[Event], max_gap_s: float | None, latest: float | None) -> tuple[list[float], float | None]:
+def _waits_from(
+    events: Sequence[Event], max_gap_s: float | None, latest: float | None
+) -> tuple[list[float], float | None]:
     """``_waits`` continuing after the events before (``latest``: the latest finite time they
     had), and the latest time now: a file still loading arrives in pieces."""
     cap = math.inf if max_gap_s is None else max_gap_s
@@ -249,9 +251,11 @@ class Replayer:
         Returns ``False`` on timeout. (For tests and the headless printer; the UI need not wait.)"""
         with self._cond:
             return self._cond.wait_for(
-                lambda: not self._commands
-                and not self._busy
-                and (self.paused or self.finished or self._stopped or self.error is not None),
+                lambda: (
+                    not self._commands
+                    and not self._busy
+                    and (self.paused or self.finished or self._stopped or self.error is not None)
+                ),
                 timeout,
             )
 
@@ -288,7 +292,9 @@ class Replayer:
                 return None
             if self._commands:
                 kind, arg = self._commands[0]
-                if self.loading and (arg == _END if kind == "to" else kind == "step_n" and arg >= len(self._agent_starts)):
+                if self.loading and (
+                    arg == _END if kind == "to" else kind == "step_n" and arg >= len(self._agent_starts)
+                ):
                     cond.wait()  # the target is not read yet: wait for the loader
                     continue
                 self._commands.popleft()

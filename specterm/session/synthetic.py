@@ -35,8 +35,13 @@ def synthetic_header(**models: object) -> SessionStarted:
     return SessionStarted(
         specterm_version=__version__,
         config={"engine": "synthetic", "num_speculative_tokens": 4},
-        models={"target": "synthetic-target", "draft": "synthetic-draft", "method": "draft_model",
-                "num_speculative_tokens": 4, **models},
+        models={
+            "target": "synthetic-target",
+            "draft": "synthetic-draft",
+            "method": "draft_model",
+            "num_speculative_tokens": 4,
+            **models,
+        },
         agent="synthetic",
         host="test",
     )
@@ -52,8 +57,10 @@ def spec_step(request_id: str, index: int, t: float, k: int, a: int, rng: random
     last_forced = rng.random() < 0.1
     record = StepRecord(request_id, tuple(drafted), tuple(emitted), 0) if k else None
     verdicts, _, _ = assign_verdicts(emitted, record)
-    tokens = [Token(id=i, text=text, verdict=v, forced=last_forced and n == len(emitted) - 1)
-              for n, (i, text, v) in enumerate(zip(emitted, texts, verdicts, strict=True))]
+    tokens = [
+        Token(id=i, text=text, verdict=v, forced=last_forced and n == len(emitted) - 1)
+        for n, (i, text, v) in enumerate(zip(emitted, texts, verdicts, strict=True))
+    ]
     return SpecStep(
         t=t,
         request_id=request_id,
@@ -67,7 +74,9 @@ def spec_step(request_id: str, index: int, t: float, k: int, a: int, rng: random
     )
 
 
-def synthetic_session(spec_steps: int = 100, *, steps_per_request: int = 50, seed: int = 0) -> tuple[SessionStarted, list[BaseEvent]]:
+def synthetic_session(
+    spec_steps: int = 100, *, steps_per_request: int = 50, seed: int = 0
+) -> tuple[SessionStarted, list[BaseEvent]]:
     """A header and ``spec_steps`` engine steps wrapped in agent steps (see module docstring)."""
     rng = random.Random(seed)
     events: list[BaseEvent] = [UserMessage(t=0.0, request_id="user-0", text="Where is order #42?")]
@@ -89,11 +98,21 @@ def synthetic_session(spec_steps: int = 100, *, steps_per_request: int = 50, see
             out += len(step.tokens)
             events.append(step)
         done += n
-        events.append(RequestFinished(t=t, request_id=rid, finish_reason="stop", output_tokens=out, ttft_s=0.02, wall_s=t - start))
+        events.append(
+            RequestFinished(t=t, request_id=rid, finish_reason="stop", output_tokens=out, ttft_s=0.02, wall_s=t - start)
+        )
         if kind == "tool_call":
-            events.append(ToolCall(t=t, request_id=rid, step=agent_step, name="lookup_order", arguments={"order_id": 42}))
-            events.append(ToolResult(t=t, request_id=rid, step=agent_step, name="lookup_order", content='{"status": "shipped"}'))
-        events.append(AgentStepFinished(t=t, request_id=rid, step=agent_step, kind=kind, latency_s=t - start, ttft_s=0.02, tokens=out))
+            events.append(
+                ToolCall(t=t, request_id=rid, step=agent_step, name="lookup_order", arguments={"order_id": 42})
+            )
+            events.append(
+                ToolResult(t=t, request_id=rid, step=agent_step, name="lookup_order", content='{"status": "shipped"}')
+            )
+        events.append(
+            AgentStepFinished(
+                t=t, request_id=rid, step=agent_step, kind=kind, latency_s=t - start, ttft_s=0.02, tokens=out
+            )
+        )
         agent_step += 1
     events.append(SessionEnded(t=t + 0.01))
     return synthetic_header(), events

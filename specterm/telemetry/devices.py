@@ -28,8 +28,10 @@ GPM_MIN_INTERVAL_S = 0.1
 SOURCE_LABELS: dict[str, tuple[str, str]] = {
     # source: (the panel's short label, doctor's full description)
     GPM_DRAM_BW: ("DRAM bandwidth (GPM)", "DRAM bandwidth (GPM)"),
-    MEM_DUTY_CYCLE: ("memory duty cycle (not bandwidth)",
-                     "memory duty cycle (% of time memory was busy, not bandwidth)"),
+    MEM_DUTY_CYCLE: (
+        "memory duty cycle (not bandwidth)",
+        "memory duty cycle (% of time memory was busy, not bandwidth)",
+    ),
     NO_SOURCE: ("no memory counter on this GPU", "nothing: this device exposes no memory counter"),
 }
 """What each bandwidth source is called: the one table the panel and ``doctor`` read."""
@@ -300,7 +302,9 @@ def describe(targets: list[Target]) -> str:
     """One line: what the bandwidth panel shows for each target."""
     parts = []
     for t in targets:
-        what = {GPM_DRAM_BW: "DRAM bandwidth (GPM)", MEM_DUTY_CYCLE: "memory duty cycle"}.get(t.source, "no memory counter")
+        what = {GPM_DRAM_BW: "DRAM bandwidth (GPM)", MEM_DUTY_CYCLE: "memory duty cycle"}.get(
+            t.source, "no memory counter"
+        )
         extra = f", peak {t.peak_gbps:.0f} GB/s" if t.peak_gbps and t.source == GPM_DRAM_BW else ""
         why = f" ({t.note})" if t.note and t.source != GPM_DRAM_BW else ""
         parts.append(f"{t.label}: {what}{extra}{why}")

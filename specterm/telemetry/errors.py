@@ -22,19 +22,21 @@ RETRY_STATES = frozenset({DEVICE_LOST, ERROR})
 
 # (NVML constant name, state, message). Order does not matter; codes are unique.
 _TABLE: tuple[tuple[str, str, str], ...] = (
-    ("NVML_ERROR_LIBRARY_NOT_FOUND", NO_DRIVER,
-     "no NVIDIA GPU (no driver): libnvidia-ml.so.1 not found"),
-    ("NVML_ERROR_DRIVER_NOT_LOADED", NO_DRIVER,
-     "NVIDIA driver not loaded: NVML is installed but the kernel module is not running"),
-    ("NVML_ERROR_LIB_RM_VERSION_MISMATCH", NO_DRIVER,
-     "NVIDIA driver and NVML library versions differ: reload the driver or reboot"),
+    ("NVML_ERROR_LIBRARY_NOT_FOUND", NO_DRIVER, "no NVIDIA GPU (no driver): libnvidia-ml.so.1 not found"),
+    (
+        "NVML_ERROR_DRIVER_NOT_LOADED",
+        NO_DRIVER,
+        "NVIDIA driver not loaded: NVML is installed but the kernel module is not running",
+    ),
+    (
+        "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        NO_DRIVER,
+        "NVIDIA driver and NVML library versions differ: reload the driver or reboot",
+    ),
     ("NVML_ERROR_GPU_NOT_FOUND", NO_GPU, "no NVIDIA GPU found by NVML"),
-    ("NVML_ERROR_NO_PERMISSION", PERMISSION,
-     "no permission to query the GPU (check access to /dev/nvidia*)"),
-    ("NVML_ERROR_GPU_IS_LOST", DEVICE_LOST,
-     "GPU lost (fell off the bus): GPU telemetry paused, retrying"),
-    ("NVML_ERROR_RESET_REQUIRED", DEVICE_LOST,
-     "GPU needs a reset: GPU telemetry paused, retrying"),
+    ("NVML_ERROR_NO_PERMISSION", PERMISSION, "no permission to query the GPU (check access to /dev/nvidia*)"),
+    ("NVML_ERROR_GPU_IS_LOST", DEVICE_LOST, "GPU lost (fell off the bus): GPU telemetry paused, retrying"),
+    ("NVML_ERROR_RESET_REQUIRED", DEVICE_LOST, "GPU needs a reset: GPU telemetry paused, retrying"),
 )
 
 # Codes that mean "this one reading is not available here" rather than "the GPU is in trouble".

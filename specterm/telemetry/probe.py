@@ -26,9 +26,9 @@ def probe(nvml: Any = None) -> dict[str, Any]:
             import pynvml as nvml
         nvml.nvmlInit()
         initialised = True
-        result["driver_version"] = devices._text(
-            devices.soft(nvml, None, "driver", nvml.nvmlSystemGetDriverVersion)
-        ) or None
+        result["driver_version"] = (
+            devices._text(devices.soft(nvml, None, "driver", nvml.nvmlSystemGetDriverVersion)) or None
+        )
         targets = devices.discover(nvml)
         result["message"] = devices.describe(targets)
         for t in targets:

@@ -89,8 +89,9 @@ class SpecTermApp(ThemedApp):
         if mode == "replay":
             from specterm.session.replay import Replayer
 
-            self.replayer = Replayer(list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset,
-                                     loading=loader is not None)
+            self.replayer = Replayer(
+                list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset, loading=loader is not None
+            )
         self._loader = loader
         self._attach_factory = attach
         self.source: Any = None
@@ -147,8 +148,9 @@ class SpecTermApp(ThemedApp):
             self.query_one(Transcript).focus()
             if self._loader is not None:
                 # After the first frame is painted: reading holds the GIL, and would delay it.
-                self.call_after_refresh(self.run_worker, self._load_rest, thread=True, group="load",
-                                        exit_on_error=False)
+                self.call_after_refresh(
+                    self.run_worker, self._load_rest, thread=True, group="load", exit_on_error=False
+                )
             if self._autostart:
                 self.replayer.start()
             if not self.deterministic:
@@ -437,8 +439,9 @@ def make_app(
     if session is None:
         if engine is None and engine_factory is None and engine_config is not None:
             engine_factory = partial(_load_engine, engine_config)
-        session = LiveSession(header=header, engine=engine, engine_factory=engine_factory, runner=runner,
-                              runner_factory=runner_factory)
+        session = LiveSession(
+            header=header, engine=engine, engine_factory=engine_factory, runner=runner, runner_factory=runner_factory
+        )
     return SpecTermApp(
         mode="live",
         session=session,

@@ -7,8 +7,9 @@ from typing import Any
 from specterm.ui.app import SpecTermApp
 
 
-def make_attach_app(addr: str, *, token: str | None = None, tokenizer: str | None = None,
-                    make_recorder: Any = None, **kwargs: Any) -> SpecTermApp:
+def make_attach_app(
+    addr: str, *, token: str | None = None, tokenizer: str | None = None, make_recorder: Any = None, **kwargs: Any
+) -> SpecTermApp:
     """The dashboard on a publishing server at ``addr``; ``make_recorder(header)`` (optional) records
     the session once the server has said what it serves. Tests pass ``gpu``/``deterministic`` etc."""
     from specterm.session.attach import Attach, RecordingSink

@@ -18,8 +18,9 @@ from specterm.ui.theming import DEFAULT_THEME, TOKEN_VARIABLES, load_themes
 class ThemedApp(App):
     CSS_PATH = "app.tcss"  # the verdict styles and theme variables of the dashboard
 
-    def setup_themes(self, theme: str | None, theme_dirs: Iterable[Path] | None,
-                     theme_files: Iterable[str | Path] = ()) -> None:
+    def setup_themes(
+        self, theme: str | None, theme_dirs: Iterable[Path] | None, theme_files: Iterable[str | Path] = ()
+    ) -> None:
         """Register the themes and pick ``theme``; what went wrong waits for ``show_theme_errors``
         (a notification needs a screen)."""
         themes = load_themes(theme_dirs, theme_files)

@@ -26,10 +26,19 @@ from specterm.ui.screens.compare import CompareScreen
 class CompareApp(ThemedApp):
     TITLE = "specterm compare"
 
-    def __init__(self, header: SessionStarted, *, run: Any = None, recorder: Any = None,
-                 events: Sequence[BaseEvent] = (), speed: float = 1.0, deterministic: bool = False,
-                 theme: str | None = None, theme_dirs: Iterable[Path] | None = None,
-                 theme_files: Iterable[str | Path] = ()) -> None:
+    def __init__(
+        self,
+        header: SessionStarted,
+        *,
+        run: Any = None,
+        recorder: Any = None,
+        events: Sequence[BaseEvent] = (),
+        speed: float = 1.0,
+        deterministic: bool = False,
+        theme: str | None = None,
+        theme_dirs: Iterable[Path] | None = None,
+        theme_files: Iterable[str | Path] = (),
+    ) -> None:
         super().__init__()
         self.header = header
         self.tally = CompareTally(header)
@@ -121,8 +130,15 @@ class CompareApp(ThemedApp):
             self.replayer.stop()
 
 
-def make_compare_app(header: SessionStarted, *, run: Any = None, recorder: Any = None,
-                     events: Sequence[BaseEvent] = (), speed: float = 1.0, **kw: Any) -> CompareApp:
+def make_compare_app(
+    header: SessionStarted,
+    *,
+    run: Any = None,
+    recorder: Any = None,
+    events: Sequence[BaseEvent] = (),
+    speed: float = 1.0,
+    **kw: Any,
+) -> CompareApp:
     """Live (``run``: a ``specterm.bench.compare.CompareRun``, recorded by ``recorder``) or a replay of
     a compare session's ``events``. Tests pass ``deterministic=True`` and apply events themselves."""
     return CompareApp(header, run=run, recorder=recorder, events=events, speed=speed, **kw)

@@ -231,8 +231,9 @@ def answer_lines(answer: str, body: Style) -> list[Text]:
     from rich.markdown import Markdown
 
     console = Console(width=MARKDOWN_WIDTH, force_terminal=True, color_system="truecolor")
-    rendered = console.render_lines(Markdown(text), console.options.update(width=MARKDOWN_WIDTH), style=body,
-                                    pad=False, new_lines=False)
+    rendered = console.render_lines(
+        Markdown(text), console.options.update(width=MARKDOWN_WIDTH), style=body, pad=False, new_lines=False
+    )
     out: list[Text] = []
     for segments in rendered:
         line = Text.assemble(*((seg.text, seg.style) for seg in segments if not seg.control))

@@ -34,7 +34,16 @@ def tok(text: str, verdict: str = "accepted", forced: bool = False, id: int = 0)
     return Token(id=id, text=text, verdict=verdict, forced=forced)  # type: ignore[arg-type]
 
 
-def step(rid: str, index: int, t: float, accepted: list[Token], last: Token | None, rejected: list[str] = (), k: int | None = None, wall_s: float = 0.012) -> SpecStep:  # type: ignore[assignment]
+def step(
+    rid: str,
+    index: int,
+    t: float,
+    accepted: list[Token],
+    last: Token | None,
+    rejected: list[str] = (),
+    k: int | None = None,
+    wall_s: float = 0.012,
+) -> SpecStep:  # type: ignore[assignment]
     """A speculative step: ``accepted`` drafts kept, then ``last`` (correction / bonus / target)."""
     drafted = k if k is not None else len(accepted) + len(rejected)
     tokens = list(accepted) + ([last] if last is not None else [])
@@ -56,8 +65,11 @@ def demo_header() -> SessionStarted:
         specterm_version="0.0.0-test",
         config={"backend": "fake"},
         # the fake pair's sizes as fp32 weights (8 M and 1 M parameters): the bandwidth panel's input
-        models={**FAKE_CONFIG.models_summary(), "backend": "fake",
-                "weight_bytes": {"target": 32_000_000, "draft": 4_000_000}},
+        models={
+            **FAKE_CONFIG.models_summary(),
+            "backend": "fake",
+            "weight_bytes": {"target": 32_000_000, "draft": 4_000_000},
+        },
         agent="orders",
         host="test",
     )
@@ -80,7 +92,14 @@ def demo_events() -> list[BaseEvent]:
         AgentStepFinished(t=0.03, request_id="u0", step=0, kind="retrieve", latency_s=0.02),
         AgentStepStarted(t=0.04, request_id="u0", step=1, kind="tool_call"),
         RequestStarted(t=0.04, request_id="r1", prompt_tokens=80),
-        step("r1", 0, 0.05, [tok('{"', forced=True), tok("name", forced=True), tok('": "', forced=True)], tok("lookup_order", "bonus"), k=3),
+        step(
+            "r1",
+            0,
+            0.05,
+            [tok('{"', forced=True), tok("name", forced=True), tok('": "', forced=True)],
+            tok("lookup_order", "bonus"),
+            k=3,
+        ),
         step("r1", 1, 0.06, [tok('", "'), tok("arguments")], tok('": {"', "correction"), rejected=['":', " ["]),
         step("r1", 2, 0.07, [tok("order_id")], tok('": ', "correction", forced=True), rejected=["\x1b[31mX"]),
         step("r1", 3, 0.08, [], tok("42", "correction"), rejected=["24", "}}"]),
@@ -90,7 +109,14 @@ def demo_events() -> list[BaseEvent]:
         ToolCall(t=0.09, request_id="u0", step=1, name="lookup_order", arguments={"order_id": 42}),
         AgentStepFinished(t=0.09, request_id="u0", step=1, kind="tool_call", latency_s=0.05, ttft_s=0.011, tokens=12),
         AgentStepStarted(t=0.10, request_id="u0", step=2, kind="tool"),
-        ToolResult(t=0.11, request_id="u0", step=2, name="lookup_order", content='{"status": "shipped", "eta": "Friday"}', latency_s=0.004),
+        ToolResult(
+            t=0.11,
+            request_id="u0",
+            step=2,
+            name="lookup_order",
+            content='{"status": "shipped", "eta": "Friday"}',
+            latency_s=0.004,
+        ),
         AgentStepFinished(t=0.11, request_id="u0", step=2, kind="tool", latency_s=0.004),
         AgentStepStarted(t=0.12, request_id="u0", step=3, kind="answer"),
         RequestStarted(t=0.12, request_id="r3", prompt_tokens=140),
@@ -98,7 +124,13 @@ def demo_events() -> list[BaseEvent]:
         step("r3", 1, 0.14, [tok(" on"), tok(" Friday"), tok(".")], tok(" [red]ok[/red]", "bonus"), k=3),
         step("r3", 2, 0.15, [], tok(" \x1b]0;pwned\x07Thanks", "target"), k=0),
         RequestFinished(
-            t=0.15, request_id="r3", finish_reason="stop", output_tokens=9, ttft_s=0.009, wall_s=0.03, text="Order #42 ships on Friday."
+            t=0.15,
+            request_id="r3",
+            finish_reason="stop",
+            output_tokens=9,
+            ttft_s=0.009,
+            wall_s=0.03,
+            text="Order #42 ships on Friday.",
         ),
         AgentStepFinished(t=0.15, request_id="u0", step=3, kind="answer", latency_s=0.03, ttft_s=0.009, tokens=9),
     ]
@@ -134,8 +166,12 @@ class FakeEngine(SpecEngine):
 
     def __init__(self, script: list[BaseEvent] | None = None, *, block: bool = False) -> None:
         self.config = FAKE_CONFIG
-        self.capabilities = Capabilities(speculative=True, verdicts=True, structured_output=False, reconcile=False, backend="fake")
-        self.script = script if script is not None else [e for e in demo_events() if getattr(e, "request_id", None) == "r3"]
+        self.capabilities = Capabilities(
+            speculative=True, verdicts=True, structured_output=False, reconcile=False, backend="fake"
+        )
+        self.script = (
+            script if script is not None else [e for e in demo_events() if getattr(e, "request_id", None) == "r3"]
+        )
         self.block = block
         self.prompts: list[str] = []
         """The user's text of each request."""
@@ -143,7 +179,15 @@ class FakeEngine(SpecEngine):
         self.started = threading.Event()
         self.closed = False
 
-    def generate(self, prompt: Any, params: GenerationParams, sink: Any, *, request_id: str | None = None, cancel: threading.Event | None = None) -> RequestFinished:
+    def generate(
+        self,
+        prompt: Any,
+        params: GenerationParams,
+        sink: Any,
+        *,
+        request_id: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RequestFinished:
         self.requests.append(prompt)  # a ChatPrompt (or raw text)
         self.prompts.append(prompt if isinstance(prompt, str) else prompt.messages[-1].content)
         rid = request_id or "fake"

@@ -143,8 +143,14 @@ def parse_theme(data: Any, source: str = "<theme>") -> Theme:
             msg = "[colors] must have at least 'primary'"
         raise ThemeFileError(f"{source}: {where}: {msg}") from None
     colors = theme.colors.model_dump(exclude_none=True)
-    return Theme(name=theme.name, dark=theme.dark, variables={**TOKEN_VARIABLES, **theme.variables},
-                 luminosity_spread=theme.luminosity_spread, text_alpha=theme.text_alpha, **colors)
+    return Theme(
+        name=theme.name,
+        dark=theme.dark,
+        variables={**TOKEN_VARIABLES, **theme.variables},
+        luminosity_spread=theme.luminosity_spread,
+        text_alpha=theme.text_alpha,
+        **colors,
+    )
 
 
 def load_theme_file(path: str | Path) -> Theme:

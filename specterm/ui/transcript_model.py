@@ -103,8 +103,10 @@ class TranscriptModel:
             entry = self._for_request(ev.request_id)
             if ev.conversation:  # an attached server's request: which client conversation, which step
                 late = " (joined mid-request)" if ev.params.get("joined_late") else ""
-                entry.title = (f"conversation {ev.conversation} · step {ev.turn} · {ev.prompt_tokens} prompt "
-                               f"tokens · {ev.request_id}{late}")
+                entry.title = (
+                    f"conversation {ev.conversation} · step {ev.turn} · {ev.prompt_tokens} prompt "
+                    f"tokens · {ev.request_id}{late}"
+                )
                 self._changed(entry)
         elif isinstance(ev, AgentStepFinished):
             entry = self._for_step(ev.request_id, ev.step, ev.kind)
@@ -116,11 +118,15 @@ class TranscriptModel:
                 entry.answer = ev.answer
                 entry.title = f"step {ev.step} · answer"  # what the step did, whatever it was generated as
                 if ev.withheld is not None:
-                    entry.add_line(ev.withheld + f"  ({', '.join(ev.ungrounded or [])} in no tool result)",
-                                   "warning", "⚠ withheld, the model's answer: ")
+                    entry.add_line(
+                        ev.withheld + f"  ({', '.join(ev.ungrounded or [])} in no tool result)",
+                        "warning",
+                        "⚠ withheld, the model's answer: ",
+                    )
                 elif ev.ungrounded:
-                    entry.add_line(", ".join(ev.ungrounded) + " (in no tool result of this turn)", "warning",
-                                   "⚠ ungrounded: ")
+                    entry.add_line(
+                        ", ".join(ev.ungrounded) + " (in no tool result of this turn)", "warning", "⚠ ungrounded: "
+                    )
             elif ev.kind == "answer":
                 self.last_answer = entry.final_text or entry.plain_output() or self.last_answer
             self._changed(entry)

@@ -48,7 +48,9 @@ ATTACH_HINT = (
     "token styled by its verdict (legend below). The requests list picks one for the panels; F3 shows "
     "the rejected drafts, ctrl+p lists every command."
 )
-SHORT_HINT = "Tokens are styled by verdict (legend below). F3 rejected drafts · F2 panels · Esc cancel · ctrl+p commands."
+SHORT_HINT = (
+    "Tokens are styled by verdict (legend below). F3 rejected drafts · F2 panels · Esc cancel · ctrl+p commands."
+)
 """After an intro: the two together must fit the transcript of an 80×24 terminal."""
 
 
@@ -108,8 +110,9 @@ class MainScreen(Screen):
         yield SessionHeader(state, id="header")
         with Horizontal(id="body"):
             with Vertical(id="main"):
-                hint = {"live": f"{app.intro}\n\n{SHORT_HINT}" if app.intro else HINT,
-                        "attach": ATTACH_HINT}.get(state.mode, "")
+                hint = {"live": f"{app.intro}\n\n{SHORT_HINT}" if app.intro else HINT, "attach": ATTACH_HINT}.get(
+                    state.mode, ""
+                )
                 yield Transcript(id="transcript", hint=hint).data_bind(MainScreen.options)
                 yield Legend(id="legend").data_bind(MainScreen.options)
                 if state.mode == "live":
@@ -211,16 +214,31 @@ class MainScreen(Screen):
 
     def commands(self, themes: Iterable[str], set_theme: Callable[[str], None]) -> Iterable[SystemCommand]:
         """This screen's command-palette entries (the app's ``get_system_commands`` yields them)."""
-        yield SystemCommand("Toggle rejected drafts", "Show draft tokens the target threw away, struck through", self.action_toggle_rejected)
-        yield SystemCommand("Toggle forced marks", "Dim tokens the grammar forced (no real choice)", self.action_toggle_forced)
-        yield SystemCommand("Toggle answer tokens", "Show an answer as text, or as the call it was generated as, "
-                            "token by token in verdict colours", self.action_toggle_answer_tokens)
+        yield SystemCommand(
+            "Toggle rejected drafts",
+            "Show draft tokens the target threw away, struck through",
+            self.action_toggle_rejected,
+        )
+        yield SystemCommand(
+            "Toggle forced marks", "Dim tokens the grammar forced (no real choice)", self.action_toggle_forced
+        )
+        yield SystemCommand(
+            "Toggle answer tokens",
+            "Show an answer as text, or as the call it was generated as, token by token in verdict colours",
+            self.action_toggle_answer_tokens,
+        )
         yield SystemCommand("Toggle panels", "Show or hide the side panels", self.action_toggle_panels)
-        yield SystemCommand("Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer)
+        yield SystemCommand(
+            "Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer
+        )
         if self._owner.replayer is not None:
             yield SystemCommand("Pause / resume replay", "Space", self.action_toggle_pause)
             yield SystemCommand("Jump to end of replay", "e", self.action_end)
             for n in range(self._owner.replayer.agent_steps):
-                yield SystemCommand(f"Jump to agent step {n}", "Replay from the start of this agent step", partial(self._owner.replayer.jump_to_agent_step, n))
+                yield SystemCommand(
+                    f"Jump to agent step {n}",
+                    "Replay from the start of this agent step",
+                    partial(self._owner.replayer.jump_to_agent_step, n),
+                )
         for name in sorted(t for t in themes if t.startswith("specterm-")):
             yield SystemCommand(f"Theme: {name}", "Switch to this theme", partial(set_theme, name))

@@ -63,8 +63,10 @@ class AcceptancePanel(Panel):
         out.append(f"{request.tokens:>8} {session.tokens:>8}\n", styles["body"])
         if session.grammar_drafts:  # grammar drafting: what it saves, and how much the grammar drafted
             out.append(f"{'passes/t':<9}", styles["meta"])
-            out.append(f"{fmt_opt(request.draft_passes_per_token):>8} {fmt_opt(session.draft_passes_per_token):>8}\n",
-                       styles["body"])
+            out.append(
+                f"{fmt_opt(request.draft_passes_per_token):>8} {fmt_opt(session.draft_passes_per_token):>8}\n",
+                styles["body"],
+            )
             out.append(f"{'grammar':<9}", styles["meta"])
             out.append(f"{'':>8} {fmt_opt(session.grammar_draft_share, '.0%'):>8}\n", styles["body"])
         per_pos = session.per_position
@@ -87,7 +89,12 @@ class AcceptancePanel(Panel):
 
     @staticmethod
     def _compact(
-        out: Text, request: SpecStats, session: SpecStats, step_accept: list[float], styles: dict[str, Style], width: int
+        out: Text,
+        request: SpecStats,
+        session: SpecStats,
+        step_accept: list[float],
+        styles: dict[str, Style],
+        width: int,
     ) -> Text:
         """Six rows for the narrow layout (80x24), seven with grammar drafting's passes per token: the
         same numbers, per-position as a sparkline."""
@@ -101,8 +108,10 @@ class AcceptancePanel(Panel):
             out.append(f"{a:>7}{b:>7}\n", styles["body"])
         if session.grammar_drafts:  # grammar drafting: draft passes per token
             out.append(f"{'pass':<5}", styles["meta"])
-            out.append(f"{fmt_opt(request.draft_passes_per_token):>7}{fmt_opt(session.draft_passes_per_token):>7}\n",
-                       styles["body"])
+            out.append(
+                f"{fmt_opt(request.draft_passes_per_token):>7}{fmt_opt(session.draft_passes_per_token):>7}\n",
+                styles["body"],
+            )
         out.append("pos  ", styles["meta"])
         out.append(sparkline(session.per_position, width - 5, lo=0.0, hi=1.0) + "\n", styles["title"])
         out.append("step ", styles["meta"])

@@ -46,7 +46,9 @@ SHORT_STATE_TEXT = {"no_driver": "no NVIDIA driver", "no_gpu": "no NVIDIA GPU"}
 
 
 class GpuPanel(Panel):
-    def __init__(self, state: ViewState, *, idle_text: str = "waiting for GPU telemetry", id: str | None = None) -> None:
+    def __init__(
+        self, state: ViewState, *, idle_text: str = "waiting for GPU telemetry", id: str | None = None
+    ) -> None:
         super().__init__("bandwidth", id=id)
         self.state = state
         self.idle_text = idle_text
@@ -55,8 +57,11 @@ class GpuPanel(Panel):
         if traffic is None:
             return
         # (label, value) rows; short labels where the panel is narrow (80 columns: ~23 cells)
-        labels = ("weights/token ", "target-only   ", "read at       ") if width >= 30 else (
-            "per tok  ", "tgt-only ", "read at  ")
+        labels = (
+            ("weights/token ", "target-only   ", "read at       ")
+            if width >= 30
+            else ("per tok  ", "tgt-only ", "read at  ")
+        )
         out.append(labels[0], styles["meta"])
         out.append(f"{fmt_bytes(traffic.per_token):>8}", styles["body"])
         out.append(f" ×{traffic.ratio:.2f}\n", styles["title"])

@@ -47,8 +47,7 @@ class LatencyPanel(Panel):
             out.append(f"{'step':<8} {'time':>5} {'tok/s':>5}\n", styles["meta"])
             for s in rows:
                 rate = tokens_per_s(s.tokens, s.latency_s)
-                out.append(f"{s.step} {_label(s)}"[:8].ljust(9),
-                           styles["meta"] if s.ok else styles["error"])
+                out.append(f"{s.step} {_label(s)}"[:8].ljust(9), styles["meta"] if s.ok else styles["error"])
                 out.append(f"{_secs(s.latency_s):>5} {_rate(rate):>5}\n", styles["body"])
         elif rows:
             out.append(f"{'step':<9} {'time':>5} {'TTFT':>5} {'tok':>4} {'tok/s':>5}\n", styles["meta"])
@@ -73,16 +72,23 @@ class LatencyPanel(Panel):
                 if len(done) > 1:  # a server's many requests (attach): their medians
                     ttfts = [x.ttft_s for x in done if x.ttft_s is not None]
                     ttft = statistics.median(ttfts) * 1000 if ttfts else None
-                    out.append(f"{len(done)} req median\n" if compact else f"{len(done)} requests, median\n",
-                               styles["meta"])
-                    out.append(f"{statistics.median(x.wall_s for x in done):.2f}s TTFT {fmt_opt(ttft, '.0f')}ms\n"
-                               if compact else
-                               f"{statistics.median(x.wall_s for x in done):.2f} s · TTFT {fmt_opt(ttft, '.0f')} ms\n",
-                               styles["body"])
+                    out.append(
+                        f"{len(done)} req median\n" if compact else f"{len(done)} requests, median\n", styles["meta"]
+                    )
+                    out.append(
+                        f"{statistics.median(x.wall_s for x in done):.2f}s TTFT {fmt_opt(ttft, '.0f')}ms\n"
+                        if compact
+                        else f"{statistics.median(x.wall_s for x in done):.2f} s · TTFT {fmt_opt(ttft, '.0f')} ms\n",
+                        styles["body"],
+                    )
         walls = summary.step_wall_s
         if walls:
             mean_ms = sum(walls) / len(walls) * 1000
-            label = f"step ms {mean_ms:.1f}" if compact else f"engine step ms: mean {mean_ms:.1f} last {walls[-1] * 1000:.1f}"
+            label = (
+                f"step ms {mean_ms:.1f}"
+                if compact
+                else f"engine step ms: mean {mean_ms:.1f} last {walls[-1] * 1000:.1f}"
+            )
             out.append(label + "\n", styles["meta"])
             out.append(sparkline(walls, width, lo=0.0), styles["title"])
         elif not rows:

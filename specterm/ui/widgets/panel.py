@@ -70,8 +70,9 @@ class Panel(NoEchoLayout, Widget):
             return  # same numbers: nothing to paint
         self._shown = text
         # Height is auto: only a different line count (or a wrapping panel's text) moves anything else.
-        relayout = (shown is None or self.styles.text_wrap != "nowrap"
-                    or text.plain.count("\n") != shown.plain.count("\n"))
+        relayout = (
+            shown is None or self.styles.text_wrap != "nowrap" or text.plain.count("\n") != shown.plain.count("\n")
+        )
         self.refresh(layout=relayout)
 
     @property

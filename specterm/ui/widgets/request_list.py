@@ -68,8 +68,9 @@ class RequestList(OptionList):
         start, done = self._started[rid], self._finished.get(rid)
         conv = f"{start.conversation}·{start.turn}" if start.conversation else rid[-6:]
         stats = self.state.summary.requests.get(rid)
-        rate = fmt_opt(None if stats is None or stats.stats.acceptance_rate is None
-                       else 100 * stats.stats.acceptance_rate, ".0f")
+        rate = fmt_opt(
+            None if stats is None or stats.stats.acceptance_rate is None else 100 * stats.stats.acceptance_rate, ".0f"
+        )
         state = "running" if done is None else (done.finish_reason or "done")
         return f"{'● ' if pinned else ''}{conv} {state} {rate}%"
 

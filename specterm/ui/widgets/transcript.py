@@ -39,16 +39,25 @@ from specterm.ui.widgets.styles import COMPONENT_CLASSES, style_map
 MAX_ENTRIES = 300
 EDGE = "▌"  # Textual's ``outer`` left border
 GUTTER = 2  # the edge and a space before an entry's text
-EDGE_KINDS = {"user": "user", "tool": "tool", "retrieve": "tool", "tool_result": "tool",
-              "error": "error", "warning": "warning", "end": "end"}
+EDGE_KINDS = {
+    "user": "user",
+    "tool": "tool",
+    "retrieve": "tool",
+    "tool_result": "tool",
+    "error": "error",
+    "warning": "warning",
+    "end": "end",
+}
 """Entry kinds whose edge has its own colour (``.transcript--edge-<name>`` in app.tcss); others
 take ``.transcript--edge``."""
 
 
 class Transcript(ScrollView, can_focus=True):
-    COMPONENT_CLASSES = COMPONENT_CLASSES | {"transcript--edge", "transcript--hint"} | {
-        f"transcript--edge-{name}" for name in set(EDGE_KINDS.values())
-    }
+    COMPONENT_CLASSES = (
+        COMPONENT_CLASSES
+        | {"transcript--edge", "transcript--hint"}
+        | {f"transcript--edge-{name}" for name in set(EDGE_KINDS.values())}
+    )
     ALLOW_SELECT = True
     # its own look, and each entry's edge by kind (component classes: rendered by the widget itself)
     DEFAULT_CSS = """
@@ -193,7 +202,9 @@ class Transcript(ScrollView, can_focus=True):
         for entry in new:
             self._index[id(entry)] = len(self._items)
             self._items.append(EntryRows(entry))
-        changed = sorted({self._index[key] for key in dirty if key in self._index} | set(range(start, len(self._items))))
+        changed = sorted(
+            {self._index[key] for key in dirty if key in self._index} | set(range(start, len(self._items)))
+        )
         excess = len(self._items) - MAX_ENTRIES
         if excess > 0:
             self._drop(excess)
