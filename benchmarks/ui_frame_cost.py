@@ -20,9 +20,13 @@ import argparse
 import asyncio
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from specterm.events import AgentStepStarted, RequestStarted, SpecStep, Token, UserMessage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the UI's test doubles (tests/doubles.py)
 
 WORDS = (
     " the",
@@ -79,8 +83,9 @@ def answer_steps(n_tokens: int, seed: int = 0, line_tokens: int = 70) -> list[Sp
 
 
 async def measure(n_tokens: int, frames: int, size: tuple[int, int], line_tokens: int = 70) -> dict[str, float]:
+    from doubles import FakeEngine, demo_header
+
     from specterm.ui.app import make_app
-    from specterm.ui.testing import FakeEngine, demo_header
 
     app = make_app(engine=FakeEngine(), header=demo_header(), gpu=False, theme_dirs=(), deterministic=True)
     steps = answer_steps(n_tokens, line_tokens=line_tokens)
@@ -121,8 +126,9 @@ async def measure(n_tokens: int, frames: int, size: tuple[int, int], line_tokens
 
 async def idle_share(seconds: float, size: tuple[int, int]) -> float:
     """UI-thread CPU ÷ wall time of a live dashboard with nothing happening (cursor blinking)."""
+    from doubles import FakeEngine, demo_events, demo_header
+
     from specterm.ui.app import make_app
-    from specterm.ui.testing import FakeEngine, demo_events, demo_header
 
     app = make_app(engine=FakeEngine(), header=demo_header(), gpu=False, theme_dirs=())  # live pacing
     async with app.run_test(size=size) as pilot:

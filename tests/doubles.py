@@ -1,5 +1,8 @@
 """Test doubles for the UI: a scripted engine, a hand-built session showing every verdict kind, and
-fake GPU readings. Used by ``tests/test_ui_*.py`` and the throughput benchmark; no vLLM, no NVML.
+fake GPU readings; no vLLM, no NVML. Used by the UI and session tests and ``benchmarks/ui_frame_cost.py``
+(which puts ``tests/`` on ``sys.path``, as for ``fake_nvml``). They live here, not in the package, so an
+installed specterm never carries an engine that only pretends to generate
+(``tests/test_import_contracts.py`` checks that nothing in ``specterm`` imports them).
 """
 
 from __future__ import annotations
@@ -161,8 +164,10 @@ def fake_gpu_samples(n: int = 8) -> list[BaseEvent]:
 
 
 class FakeEngine(SpecEngine):
-    """Replays ``script`` (events, with ``request_id`` rewritten) for every prompt. With
-    ``block=True`` it waits for ``cancel`` after the first step and then finishes cancelled."""
+    """A fake: no model, no vLLM. It replays ``script`` (events, with ``request_id`` rewritten) for
+    every prompt, so the UI and session tests see a real engine's event stream, deterministic and in
+    milliseconds. With ``block=True`` it waits for ``cancel`` after the first step and then finishes
+    cancelled."""
 
     def __init__(self, script: list[BaseEvent] | None = None, *, block: bool = False) -> None:
         self.config = FAKE_CONFIG

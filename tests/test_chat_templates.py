@@ -189,8 +189,9 @@ def test_chat_opens_the_default_agent(monkeypatch):
 def test_the_console_greets_a_newcomer_with_the_agent_and_a_question_at_80x24():
     import asyncio
 
+    from doubles import FakeEngine
+
     from specterm.ui.app import make_app
-    from specterm.ui.testing import FakeEngine
 
     async def main():
         app = make_app(

@@ -1,6 +1,7 @@
 """The contracts in pyproject.toml (``[tool.importlinter]``): core packages never import textual or
-``specterm.ui``, specterm's packages and specterm.agent's modules import downward only (``layers``
-contracts); and no import cycle among specterm's modules (grimp, here).
+``specterm.ui``, nothing in specterm imports the test doubles (``tests/doubles.py``), specterm's
+packages and specterm.agent's modules import downward only (``layers`` contracts); and no import
+cycle among specterm's modules (grimp, here).
 import-linter reads every import statement, the ones inside functions included, so a lazy import of
 the UI from the core breaks it too. Replaces four partial checks that
 each imported a different list of modules and looked at ``sys.modules``."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 
+from doubles import FakeEngine
+
 from specterm.events import SessionStarted, UserMessage
 from specterm.session import read_session
 from specterm.session.live import LiveSession
 from specterm.session.recorder import Recorder
 from specterm.session.synthetic import synthetic_header
-from specterm.ui.testing import FakeEngine
 
 
 def test_the_recording_holds_exactly_what_the_consumer_saw_in_order(tmp_path):

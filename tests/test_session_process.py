@@ -2,7 +2,9 @@
 events the same engine and runner emit in-process (the real vLLM engine: verdicts and token ids
 identical), in order; cancel reaches the child's run; a load failure is the same one-line error; a
 runner's exception is raised in the parent; close ends the child. The protocol tests use the UI
-tests' scripted ``FakeEngine`` (a named test double) in the child, the exactness test the real engine."""
+tests' scripted ``FakeEngine`` (a named test double, ``tests/doubles.py``) in the child, the exactness
+test the real engine. The child imports ``doubles`` as this process does: a spawned process starts
+with its parent's ``sys.path``, where pytest put ``tests/``."""
 
 from __future__ import annotations
 
@@ -10,12 +12,12 @@ import threading
 from functools import partial
 
 import pytest
+from doubles import FakeEngine
 
 from specterm.engine.base import GenerationParams, SessionClock
 from specterm.events import RequestFinished, SpecStep, UserMessage
 from specterm.session.live import LiveSession, make_runner
 from specterm.session.process import EngineProcess, proxy_runner
-from specterm.ui.testing import FakeEngine
 
 
 class Boom(ValueError):

@@ -8,6 +8,7 @@ import asyncio
 import math
 from pathlib import Path
 
+from doubles import FakeEngine, demo_events, demo_header
 from fake_nvml import FakeGpu, FakeNvml
 
 from specterm.events import RequestStarted, dump_event
@@ -16,7 +17,6 @@ from specterm.session.synthetic import synthetic_session
 from specterm.stats import fmt_opt, summarize
 from specterm.ui.app import make_app
 from specterm.ui.screens.error import EngineErrorScreen
-from specterm.ui.testing import FakeEngine, demo_events, demo_header
 from specterm.ui.widgets.acceptance_panel import AcceptancePanel
 from specterm.ui.widgets.gpu_panel import GpuPanel
 from specterm.ui.widgets.prompt_input import PromptInput
@@ -165,10 +165,10 @@ def test_a_size_set_by_a_layout_does_not_ask_for_another_layout(monkeypatch):
     entries it draws: a widget per entry made every new entry a reflow of all of them."""
     import traceback
 
+    from doubles import step, tok
     from textual._compositor import Compositor
     from textual.widget import Widget
 
-    from specterm.ui.testing import step, tok
     from specterm.ui.widgets.panel import Panel
 
     # the hook NoEchoLayout overrides: renamed by a Textual upgrade, the fix (and this count) would
@@ -399,9 +399,10 @@ def test_no_gpu_status_is_plain():
 def test_bandwidth_panel_reads_the_weights_per_token_on_any_machine():
     """The weights' share of the traffic from the session's own counts: a target pass per engine
     step and a draft pass per draft slot, per emitted token, against the target once per token."""
+    from doubles import demo_events, demo_header
+
     from specterm.events import GpuStatus
     from specterm.stats import summarize
-    from specterm.ui.testing import demo_events, demo_header
 
     events = demo_events()
     header = demo_header()

@@ -60,10 +60,11 @@ def test_live_compare_fills_both_sides_and_records(tmp_path):
     """The live path's wiring (thread worker → bridge → both transcripts, recorder, engines closed),
     with the UI tests' scripted engine (``FakeEngine``, named as a fake) on both sides; the real
     engine behind the same ``CompareRun`` is covered in ``test_compare.py``."""
+    from doubles import FakeEngine
+
     from specterm.bench.compare import CompareRun, compare_header
     from specterm.engine.base import EngineConfig, GenerationParams
     from specterm.session.recorder import Recorder
-    from specterm.ui.testing import FakeEngine
 
     a = EngineConfig(target="t", draft="d", method="draft_model")
     b = a.model_copy(update={"method": None})

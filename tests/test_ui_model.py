@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 
+from doubles import demo_events, step, tok
 from rich.style import Style
 
 from specterm.events import SpecStep, UserMessage
 from specterm.ui.bridge import RESET, EventBridge
 from specterm.ui.charts import bar, sparkline
 from specterm.ui.entries import ViewOptions
-from specterm.ui.testing import demo_events, step, tok
 from specterm.ui.transcript_model import TranscriptModel
 
 STYLES = {name: Style(color="red") for name in ("accepted", "correction", "bonus", "target", "rejected", "forced")}

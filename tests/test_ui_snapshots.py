@@ -12,11 +12,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from doubles import FakeEngine, demo_events, demo_header, fake_gpu_samples
 
 from specterm.events import GpuStatus
 from specterm.session.reader import SessionData, read_session
 from specterm.ui.app import make_app
-from specterm.ui.testing import FakeEngine, demo_events, demo_header, fake_gpu_samples
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
 

@@ -70,8 +70,9 @@ def test_parse_theme_rejects_non_table():
 
 
 def test_app_falls_back_to_default_and_notifies(tmp_path):
+    from doubles import FakeEngine
+
     from specterm.ui.app import make_app
-    from specterm.ui.testing import FakeEngine
 
     bad = tmp_path / "broken.toml"
     bad.write_text("[[[")

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from doubles import FakeEngine, demo_events, demo_header, fake_gpu_samples
 
 from specterm.events import GpuStatus
 from specterm.session.reader import read_session
 from specterm.ui.app import make_app
-from specterm.ui.testing import FakeEngine, demo_events, demo_header, fake_gpu_samples
 from specterm.ui.widgets.acceptance_panel import AcceptancePanel
 from specterm.ui.widgets.gpu_panel import GpuPanel
 from specterm.ui.widgets.latency_panel import LatencyPanel
