@@ -578,6 +578,38 @@ def test_an_unreadable_message_is_a_warning_and_another_version_one_line():
         attach.handle(newer)
 
 
+def test_attach_and_vllm_serve_read_an_address_alike(capsys):
+    """One reader of a typed address (``wire.user_endpoint``): an unknown scheme or a tcp:// without a
+    port is the same one line from both commands (attach's was a traceback for the port)."""
+    from specterm.cli import main
+
+    for scheme, message in (
+        ("udp://x", "unsupported address 'udp://x'"),
+        ("tcp://127.0.0.1", "expected tcp://HOST:PORT"),
+    ):
+        for argv in (["attach", scheme, "--token", "x"], ["vllm-serve", "m", "--publish", scheme, "--dry-run"]):
+            assert main(argv) != 0
+            err = capsys.readouterr().err
+            assert err.startswith("specterm: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_check_address_hands_on_the_sidecar_it_read(tmp_path):
+    """``check_address`` reads the server's sidecar once and returns its hello: ``Attach`` starts from
+    it instead of reading the file again."""
+    from specterm.engine import wire
+    from specterm.session.attach import check_address
+
+    hello = wire.Hello(version=wire.WIRE_VERSION, model="m", tokenizer="t", spec=None, pid=1)
+    path = tmp_path / "vllm.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        s.listen()
+        wire.sidecar(path).write_bytes(wire.msgspec.json.encode(hello))
+        assert check_address(f"ipc://{path}") == hello
+        wire.sidecar(path).unlink()
+        assert check_address(f"ipc://{path}") is None
+
+
 def test_publishers_one_after_another_in_one_process_each_see_their_viewer(tmp_path):
     """A closed publisher's monitor must not answer for the next one (pyzmq names a monitor after the
     socket's fd, and a new socket often reuses the fd: the next publisher then never saw a viewer)."""

@@ -62,10 +62,7 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.errors import ConfigError
     from specterm.session.attach import check_address
 
-    try:
-        addr = wire.endpoint(args.addr or os.environ.get(wire.ENV_ADDR) or None)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    addr = wire.user_endpoint(args.addr or os.environ.get(wire.ENV_ADDR) or None)
     token = args.token or os.environ.get(wire.ENV_TOKEN) or None
     if addr.startswith("tcp://") and not token:
         raise ConfigError(f"{addr} needs the server's token: --token or ${wire.ENV_TOKEN}")
@@ -73,10 +70,10 @@ def handle(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be positive")
-    check_address(addr)
+    hello = check_address(addr)  # the server's sidecar, read once: Attach starts from it
     if args.headless or args.json:
-        return run_headless(args, addr, token)
-    return run_dashboard(args, addr, token)
+        return run_headless(args, addr, token, hello)
+    return run_dashboard(args, addr, token, hello)
 
 
 def make_recorder(args: argparse.Namespace):
@@ -85,11 +82,11 @@ def make_recorder(args: argparse.Namespace):
     return lambda header: recorder_from_args(args, header)
 
 
-def run_dashboard(args: argparse.Namespace, addr: str, token: str | None) -> int:
+def run_dashboard(args: argparse.Namespace, addr: str, token: str | None, hello: wire.Hello | None = None) -> int:
     from specterm.ui.attach_app import make_attach_app
 
     app = make_attach_app(
-        addr, token=token, tokenizer=args.tokenizer, make_recorder=make_recorder(args), theme=args.theme
+        addr, token=token, tokenizer=args.tokenizer, make_recorder=make_recorder(args), theme=args.theme, hello=hello
     )
     try:
         app.run()
@@ -101,7 +98,7 @@ def run_dashboard(args: argparse.Namespace, addr: str, token: str | None) -> int
     return 0
 
 
-def run_headless(args: argparse.Namespace, addr: str, token: str | None) -> int:
+def run_headless(args: argparse.Namespace, addr: str, token: str | None, hello: wire.Hello | None = None) -> int:
     import threading
 
     from specterm.events import SessionEnded
@@ -110,7 +107,7 @@ def run_headless(args: argparse.Namespace, addr: str, token: str | None) -> int:
 
     printer = RequestBlockPrinter(json=args.json, show_rejected=args.show_rejected)
     sink = RecordingSink(printer, make_recorder(args))
-    attach = Attach(addr, sink, token=token, tokenizer=args.tokenizer, max_requests=args.max_requests)
+    attach = Attach(addr, sink, token=token, tokenizer=args.tokenizer, max_requests=args.max_requests, hello=hello)
     before = scrape_spec_counters(args.metrics) if args.metrics else None
     timer = threading.Timer(args.duration, attach.stop) if args.duration else None
     if timer:

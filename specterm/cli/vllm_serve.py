@@ -68,16 +68,9 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     rest = _split(args)
     if any(a == "--scheduler-cls" or a.startswith("--scheduler-cls=") for a in rest):
         raise ConfigError("vllm-serve sets --scheduler-cls itself; run vLLM directly to use another scheduler")
-    try:
-        addr = wire.endpoint(args.publish)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    addr = wire.user_endpoint(args.publish, "--publish")
     env = {wire.ENV_ADDR: addr}
     if addr.startswith("tcp://"):
-        try:
-            wire.split_tcp(addr)
-        except ValueError:
-            raise ConfigError(f"bad --publish {addr!r}: expected tcp://HOST:PORT") from None
         env[wire.ENV_TOKEN] = args.token or secrets.token_urlsafe(16)
     elif args.token:
         raise ConfigError("--token is for a tcp:// address; a Unix socket is private to its owner already")

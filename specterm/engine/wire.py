@@ -34,6 +34,8 @@ from pathlib import Path
 
 import msgspec
 
+from specterm.errors import ConfigError
+
 WIRE_VERSION = 1
 TOPIC = b"specterm"
 ENV_ADDR = "SPECTERM_PUBLISH"
@@ -148,6 +150,22 @@ def endpoint(addr: str | None) -> str:
     if "://" in addr:
         raise ValueError(f"unsupported address {addr!r}: use a socket path, ipc://PATH or tcp://HOST:PORT")
     return f"ipc://{Path(addr).expanduser().absolute()}"
+
+
+def user_endpoint(addr: str | None, what: str = "address") -> str:
+    """``endpoint`` of an address a user gave (``what``: the flag, for the message), checked the whole
+    way: a scheme other than these, or a ``tcp://`` without ``HOST:PORT``, is a one-line ``ConfigError``
+    (``specterm attach`` and ``specterm vllm-serve --publish``; the publisher takes its environment as is)."""
+    try:
+        addr = endpoint(addr)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if addr.startswith("tcp://"):
+        try:
+            split_tcp(addr)
+        except ValueError:
+            raise ConfigError(f"bad {what} {addr!r}: expected tcp://HOST:PORT") from None
+    return addr
 
 
 def for_rank(addr: str, rank: int) -> str:

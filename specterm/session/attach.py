@@ -48,15 +48,16 @@ class AttachError(ConfigError):
     pass
 
 
-def check_address(addr: str) -> None:
-    """One line before attaching: nothing there, a socket of another user's, another wire version."""
+def check_address(addr: str) -> wire.Hello | None:
+    """One line before attaching: nothing there, a socket of another user's, another wire version.
+    Returns the server's hello from its sidecar (``None`` over TCP or without one), for ``Attach``."""
     if addr.startswith("tcp://"):
         host, port = wire.split_tcp(addr)
         if not wire.tcp_listener(host, port):
             raise AttachError(
                 f"nothing is listening at {addr}; {START_HINT} and {wire.ENV_ADDR}={addr} {wire.ENV_TOKEN}=..."
             )
-        return
+        return None
     path = Path(addr.removeprefix("ipc://"))
     if not path.exists():
         raise AttachError(f"no server publishes at {path}; {START_HINT}")
@@ -65,7 +66,7 @@ def check_address(addr: str) -> None:
             raise AttachError(f"{p} belongs to another user (uid {p.stat().st_uid}); refusing to read their prompts")
     if not wire.unix_listener(path):
         raise AttachError(f"the server that published at {path} is gone (nothing accepts connections); {START_HINT}")
-    read_sidecar(path)
+    return read_sidecar(path)
 
 
 def read_sidecar(path: Path) -> wire.Hello | None:
@@ -114,8 +115,11 @@ class Attach:
         tokenizer: str | None = None,
         clock: Callable[[], float] | None = None,
         max_requests: int | None = None,
+        hello: wire.Hello | None = None,
     ) -> None:
         self.addr = addr
+        self._sidecar = hello
+        """The server's sidecar hello as ``check_address`` read it; without one ``run`` reads it."""
         self.token = token
         self.sink = sink
         self.clock = clock or SessionClock()
@@ -142,7 +146,7 @@ class Attach:
         from zmq.utils.monitor import parse_monitor_message
 
         if not self.addr.startswith("tcp://"):
-            hello = read_sidecar(Path(self.addr.removeprefix("ipc://")))
+            hello = self._sidecar or read_sidecar(Path(self.addr.removeprefix("ipc://")))
             if hello is not None:
                 self._on_hello(hello)
                 self.tokenizer()  # seconds (transformers): before the first request, not during it

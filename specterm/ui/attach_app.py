@@ -8,10 +8,17 @@ from specterm.ui.app import SpecTermApp
 
 
 def make_attach_app(
-    addr: str, *, token: str | None = None, tokenizer: str | None = None, make_recorder: Any = None, **kwargs: Any
+    addr: str,
+    *,
+    token: str | None = None,
+    tokenizer: str | None = None,
+    make_recorder: Any = None,
+    hello: Any = None,
+    **kwargs: Any,
 ) -> SpecTermApp:
     """The dashboard on a publishing server at ``addr``; ``make_recorder(header)`` (optional) records
-    the session once the server has said what it serves. Tests pass ``gpu``/``deterministic`` etc."""
+    the session once the server has said what it serves; ``hello``: the server's sidecar as
+    ``check_address`` read it. Tests pass ``gpu``/``deterministic`` etc."""
     from specterm.session.attach import Attach, RecordingSink
 
     sinks: list[RecordingSink] = []
@@ -19,7 +26,7 @@ def make_attach_app(
     def source(push):
         sink = RecordingSink(push, make_recorder or (lambda _h: None))
         sinks.append(sink)
-        return Attach(addr, sink, token=token, tokenizer=tokenizer)
+        return Attach(addr, sink, token=token, tokenizer=tokenizer, hello=hello)
 
     kwargs.setdefault("gpu", addr.startswith("ipc://"))  # a local server's GPU is this machine's
     app = SpecTermApp(mode="attach", attach=source, **kwargs)
