@@ -2,9 +2,11 @@
 
 ``run_concurrent`` keeps ``concurrency`` requests in the engine (vLLM's scheduler batches them into
 each step; a finished request's place goes to the next one waiting) and assigns every request's
-verdicts exactly as ``generate`` does: one ``StepAssembler`` per request, fed that request's output
-and its own ``StepRecord`` of the step (the capture hook records every scheduled request, keyed by
-vLLM's internal request id). Every event carries its request id, so a sink sees the requests'
+verdicts exactly as ``generate`` does: one ``InFlight`` per request (``engine/inflight.py``, the
+folding both share), fed that request's output and its own ``StepRecord`` of the step (the capture
+hook records every scheduled request, keyed by vLLM's internal request id). It drives the engine
+through ``VllmSpecEngine``'s stepping interface, as ``generate`` does (``lock``, ``add_request``,
+``step``, ``abort``, the counters). Every event carries its request id, so a sink sees the requests'
 streams interleaved step by step, as ``specterm attach`` sees a server's.
 
 Reconciliation under batching: each request's per-step (drafted, accepted) is compared with vLLM's
@@ -20,13 +22,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits
-from specterm.engine.prometheus import activate_collectors
-from specterm.engine.verdicts import StepAssembler, per_step_check, spec_counters
+from specterm.engine.inflight import InFlight
+from specterm.engine.verdicts import StepAssembler, per_step_check
 from specterm.errors import ConfigError
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
 
@@ -40,18 +42,6 @@ class BatchItem:
     prompt: Prompt
     params: GenerationParams
     request_id: str
-
-
-@dataclass
-class _Open:
-    item: BatchItem
-    internal_id: str
-    assembler: StepAssembler
-    start: float
-    ttft: float | None = None
-    cached: int | None = None
-    text: list[str] = field(default_factory=list)
-    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -69,8 +59,7 @@ class BatchResult:
 def kv_capacity(engine: VllmSpecEngine, tokens_per_request: int) -> int | None:
     """How many requests of ``tokens_per_request`` (prompt + output) the KV cache holds at once;
     None when vLLM does not say."""
-    scheduler = engine._engine.engine_core.engine_core.scheduler
-    cache = getattr(scheduler, "cache_config", None)
+    cache = engine.cache_config()
     blocks, size = getattr(cache, "num_gpu_blocks", None), getattr(cache, "block_size", None)
     if not blocks or not size or tokens_per_request <= 0:
         return None
@@ -82,21 +71,17 @@ def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sin
     """Run ``items`` with at most ``concurrency`` in flight; blocks until all finished."""
     if concurrency < 1:
         raise ConfigError("concurrency must be >= 1")
-    from vllm.inputs import TokensPrompt
-
-    with engine._lock:
-        core, clock, scheduler = engine._engine, engine.clock, engine._scheduler
+    with engine.lock:
+        clock = engine.clock
         rendered = []
         for item in items:  # every prompt checked before any is sent: a bad one is one line, nothing half-run
             ids = engine.renderer.ids(item.prompt)
             check_fits(len(ids), engine.max_model_len)
             rendered.append(ids)
         speculative = engine.config.speculative
-        if speculative:
-            activate_collectors(engine._metrics)
-        before = spec_counters(core.get_metrics()) if speculative else None
+        before = engine.counters_at_start()
         waiting = list(zip(items, rendered))[::-1]
-        open_: dict[str, _Open] = {}
+        open_: dict[str, InFlight] = {}
         assemblers: list[StepAssembler] = []
         done: dict[str, RequestFinished] = {}
         ids_out: dict[str, list[int]] = {}
@@ -111,63 +96,39 @@ def run_concurrent(engine: VllmSpecEngine, items: Sequence[BatchItem], sink: Sin
                             t=clock(), request_id=rid, prompt_tokens=len(ids), params=item.params.as_recorded()
                         )
                     )
-                    internal = core.add_request(
-                        rid, TokensPrompt(prompt_token_ids=ids), engine._sampling_params(item.params)
-                    )
-                    assemblers.append(StepAssembler(rid, engine._hf_tokenizer, ids, clock, sink))
-                    open_[rid] = _Open(item, internal or rid, assemblers[-1], time.perf_counter())
-                t0 = time.perf_counter()
-                outputs = core.step()
-                wall = time.perf_counter() - t0
-                records = {r.req_id: r for r in scheduler.take_records()} if scheduler else {}
+                    internal = engine.add_request(rid, ids, item.params)
+                    assemblers.append(StepAssembler(rid, engine.hf_tokenizer, ids, clock, sink))
+                    open_[rid] = InFlight(rid, internal or rid, assemblers[-1], time.perf_counter())
+                outputs, records, wall = engine.step()
                 for out in outputs:
                     req = open_.get(out.request_id) or next(
                         (o for o in open_.values() if o.internal_id == out.request_id), None
                     )
                     if req is None:
                         continue
-                    comp = out.outputs[0]
-                    if (n := getattr(out, "num_cached_tokens", None)) is not None:
-                        req.cached = max(req.cached or 0, n)
-                    if comp.token_ids and req.ttft is None:
-                        req.ttft = time.perf_counter() - req.start
-                    req.assembler.add(list(comp.token_ids), records.get(req.internal_id), wall)
-                    req.text.append(comp.text)
-                    req.token_ids += comp.token_ids
-                    if comp.finish_reason is not None:
-                        rid = req.item.request_id
+                    if req.fold(out, records.get(req.internal_id), wall):
+                        rid = req.request_id
                         del open_[rid]
                         if speculative:
-                            _request_check(req, getattr(comp, "spec_decode_metrics", None), clock(), sink)
-                        done[rid] = RequestFinished(
-                            t=clock(),
-                            request_id=rid,
-                            finish_reason=comp.finish_reason,
-                            text="".join(req.text),
-                            output_tokens=req.assembler.stats.tokens,
-                            ttft_s=req.ttft,
-                            wall_s=time.perf_counter() - req.start,
-                            cached_tokens=req.cached,
-                        )
+                            _request_check(req, clock(), sink)
+                        done[rid] = req.finished(clock(), time.perf_counter() - req.start)
                         ids_out[rid] = list(req.token_ids)
                         sink(done[rid])
         except BaseException:
-            core.abort_request(list(open_))  # never leave requests behind for the next call
-            if scheduler is not None:
-                scheduler.take_records()
+            engine.abort(list(open_))  # never leave requests behind for the next call
             raise
         wall_s = time.perf_counter() - t_start
         result = BatchResult([done[i.request_id] for i in items], ids_out, wall_s)
         if speculative:
-            result.counters = _batch_check(before, spec_counters(core.get_metrics()), assemblers, clock(), sink)
+            result.counters = _batch_check(before, engine.counters(), assemblers, clock(), sink)
         return result
 
 
-def _request_check(req: _Open, detailed: Any, t: float, sink: Sink) -> None:
+def _request_check(req: InFlight, t: float, sink: Sink) -> None:
     """One request's per-step (drafted, accepted), ours against vLLM's per-request metrics."""
-    a, rid = req.assembler, req.item.request_id
+    a, rid = req.assembler, req.request_id
     ours = {"drafts": a.stats.drafts, "draft_tokens": a.stats.draft_tokens, "accepted": a.stats.accepted}
-    steps, problem = per_step_check(a.per_step, detailed)
+    steps, problem = per_step_check(a.per_step, req.detailed)
     theirs = {} if steps is None else {"per_step": steps}
     sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problem, detail=problem))
     if problem:

@@ -5,7 +5,9 @@ Design (verified on vLLM 0.32.0; how verdicts are captured: docs/verdicts.md): t
 is exactly one engine step, so a ``RequestOutputKind.DELTA`` output holds exactly that step's
 emitted tokens — deltas are never merged however slow the consumer is. ``CapturingScheduler``
 (``capture.py``) records the step's drafts and sampled ids in the same thread; this module pairs
-each record with the step's delta and assigns verdicts (terms in ``specterm.events``).
+each record with the step's delta and ``inflight.InFlight`` folds the pair into the request, verdicts
+assigned by its ``StepAssembler`` (terms in ``specterm.events``). ``engine/batch.py`` drives the same
+engine with many requests through the same stepping methods (``add_request``, ``step``, ``abort``).
 
 After each request the verdict counts are reconciled with vLLM's own counters
 (``vllm:spec_decode_*`` deltas and the per-request detailed metrics); the result is an
@@ -32,11 +34,12 @@ from specterm.engine.base import (
 )
 from specterm.engine.chat import Prompt, PromptRenderer, check_fits
 from specterm.engine.checks import check_model_dir, check_same_tokenizer, looks_like_hub_id
+from specterm.engine.inflight import InFlight
 from specterm.engine.installs import ENGINE_EXTRA_HINT, vllm_build, vllm_label
 from specterm.engine.parallel import check_executor, check_pipeline_parallel, prepare_cpu_workers, set_default_env
 from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
-from specterm.engine.verdicts import StepAssembler, reconcile, spec_counters
+from specterm.engine.verdicts import StepAssembler, StepRecord, reconcile, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
 
@@ -298,14 +301,63 @@ class VllmSpecEngine(SpecEngine):
             structured_outputs=StructuredOutputsParams(json=params.json_schema) if params.json_schema else None,
         )
 
+    # -- stepping: how ``generate`` and ``engine/batch.py`` drive the engine (under ``lock``) ---------
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held for a whole request (``generate``) or batch (``batch.run_concurrent``): every step
+        advances every request in the engine, so one driver at a time."""
+        return self._lock
+
+    @property
+    def hf_tokenizer(self) -> Any:
+        return self._hf_tokenizer
+
+    def cache_config(self) -> Any:
+        """The scheduler's KV-cache config (``num_gpu_blocks``, ``block_size``); ``None`` if it has none."""
+        return getattr(self._engine.engine_core.engine_core.scheduler, "cache_config", None)
+
+    def counters_at_start(self) -> dict[str, Any] | None:
+        """vLLM's spec-decode counters before a run, to reconcile with after it; ``None`` without
+        speculation."""
+        if not self.config.speculative:
+            return None
+        activate_collectors(self._metrics)  # another engine in this process may have replaced them
+        return spec_counters(self._engine.get_metrics())
+
+    def counters(self) -> dict[str, Any]:
+        return spec_counters(self._engine.get_metrics())
+
+    def add_request(self, request_id: str, prompt_ids: list[int], params: GenerationParams) -> str:
+        """Put a rendered prompt in the engine; vLLM's id for it (what outputs and records carry)."""
+        from vllm.inputs import TokensPrompt
+
+        return self._engine.add_request(
+            request_id, TokensPrompt(prompt_token_ids=prompt_ids), self._sampling_params(params)
+        )
+
+    def step(self) -> tuple[list[Any], dict[str, StepRecord], float]:
+        """One engine step: its outputs (DELTA: this step's tokens), the capture hook's record of each
+        request in it by vLLM's id (none without the hook), and the step's wall time."""
+        t0 = time.perf_counter()
+        outputs = self._engine.step()
+        wall = time.perf_counter() - t0
+        records = {r.req_id: r for r in self._scheduler.take_records()} if self._scheduler else {}
+        return outputs, records, wall
+
+    def abort(self, request_ids: list[str]) -> None:
+        """Take requests out of the engine, and any records they left: a failing sink or Ctrl-C
+        mid-request must not leave them for the next driver to step along with its own."""
+        self._engine.abort_request(request_ids)
+        if self._scheduler is not None:
+            self._scheduler.take_records()
+
     def _generate(self, prompt, params, sink, rid, cancel) -> RequestFinished:
-        engine, clock = self._engine, self.clock
+        clock = self.clock
         # Rendered and checked before anything is emitted: a bad prompt is one line, nothing half-sent.
         prompt_ids = self.renderer.ids(prompt)
         check_fits(len(prompt_ids), self.max_model_len)
-        if self.config.speculative:
-            activate_collectors(self._metrics)  # another engine in this process may have replaced them
-        before = spec_counters(engine.get_metrics()) if self.config.speculative else None
+        before = self.counters_at_start()
         sink(RequestStarted(t=clock(), request_id=rid, prompt_tokens=len(prompt_ids), params=params.as_recorded()))
         if params.temperature > 0 and self.capabilities.sampling_verification_broken:
             sink(
@@ -319,71 +371,36 @@ class VllmSpecEngine(SpecEngine):
                 )
             )
         start = time.perf_counter()
-        from vllm.inputs import TokensPrompt
-
-        internal_id = engine.add_request(rid, TokensPrompt(prompt_token_ids=prompt_ids), self._sampling_params(params))
-        assembler = StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink)
-        text: list[str] = []
+        internal_id = self.add_request(rid, prompt_ids, params)
+        request = InFlight(rid, internal_id, StepAssembler(rid, self._hf_tokenizer, prompt_ids, clock, sink), start)
         try:
-            finish_reason, detailed, cancelled, ttft, cached = self._drive(
-                rid, internal_id, cancel, assembler, text, start
-            )
+            cancelled = self._drive(request, cancel)
         except BaseException:
-            # A failing sink or Ctrl-C mid-request: never leave the request in the engine, or the
-            # next generate() would step it along with its own.
-            engine.abort_request([rid])
-            if self._scheduler is not None:
-                self._scheduler.take_records()
+            self.abort([rid])
             raise
         wall_s = time.perf_counter() - start
         if self.config.speculative and not cancelled:
-            self._reconcile(rid, assembler, before, detailed, sink)
-        finished = RequestFinished(
-            t=clock(),
-            request_id=rid,
-            finish_reason=finish_reason,
-            text="".join(text),
-            output_tokens=assembler.stats.tokens,
-            ttft_s=ttft,
-            wall_s=wall_s,
-            cancelled=cancelled,
-            cached_tokens=cached,
-        )
+            self._reconcile(rid, request.assembler, before, request.detailed, sink)
+        finished = request.finished(clock(), wall_s, cancelled=cancelled)
         sink(finished)
         return finished
 
-    def _drive(self, rid, internal_id, cancel, assembler, text, start):
-        """Step the engine until the request ends; returns (finish_reason, detailed, cancelled, ttft,
-        prompt tokens found in the prefix cache)."""
-        engine = self._engine
-        finish_reason, detailed, cancelled, ttft, cached = None, None, False, None, None
-        while engine.has_unfinished_requests():
+    def _drive(self, request: InFlight, cancel: threading.Event | None) -> bool:
+        """Step the engine until the request ends, folding its outputs into ``request``; whether it
+        was cancelled."""
+        while self._engine.has_unfinished_requests():
             if cancel is not None and cancel.is_set():
-                engine.abort_request([rid])
-                cancelled, finish_reason = True, "cancelled"
-                break
-            t0 = time.perf_counter()
-            outputs = engine.step()
-            wall = time.perf_counter() - t0
-            records = self._scheduler.take_records() if self._scheduler else []
-            record = next((r for r in records if r.req_id == internal_id), None)
+                self.abort([request.request_id])
+                request.finish_reason = "cancelled"
+                return True
+            outputs, records, wall = self.step()
             for out in outputs:
-                if out.request_id not in (rid, internal_id):
-                    continue
-                comp = out.outputs[0]
-                if (n := getattr(out, "num_cached_tokens", None)) is not None:
-                    cached = max(cached or 0, n)
-                if comp.token_ids and ttft is None:
-                    ttft = time.perf_counter() - start
-                assembler.add(list(comp.token_ids), record, wall)
-                text.append(comp.text)
-                if comp.finish_reason is not None:
-                    finish_reason = comp.finish_reason
-                    detailed = getattr(comp, "spec_decode_metrics", None)
-        return finish_reason, detailed, cancelled, ttft, cached
+                if out.request_id in (request.request_id, request.internal_id):
+                    request.fold(out, records.get(request.internal_id), wall)
+        return False
 
     def _reconcile(self, rid, assembler, before, detailed, sink) -> None:
-        after = spec_counters(self._engine.get_metrics())
+        after = self.counters()
         ours, theirs, problems = reconcile(
             assembler.stats, assembler.per_step, before, after, detailed, assembler.padding
         )
