@@ -8,8 +8,9 @@ speculative, greedy). Scores, per case:
 * right arguments — execution match: for ``query_sql``, one of the agent's queries returned the same
   rows as the gold SQL; for a calculator, one call returned the same result as the expected
   arguments; for ``search_docs``, one search's top passage came from the expected document;
-* correct answer — the final answer contains the gold value (SQL: the gold result's first value,
-  numbers compared within 0.005; otherwise one of the listed strings, case-insensitive);
+* correct answer — the final answer contains the gold value (SQL: the first value of a gold row,
+  numbers compared within 0.005, of every row where the case says ``every_row = true``; otherwise
+  one of the listed strings, case-insensitive);
 * success — all three.
 
 It also reports what speculation did on the agent's generations: acceptance rate (accepted ÷
@@ -77,6 +78,8 @@ def score(agent, box, case: dict, result, events) -> dict:
         # The answer names the first column of a gold row; any row, since a question may match several
         # (the shop has three customers called Frank Silva: each one's email is a right answer).
         answer_ok = any(_answer_names(answer, row.split("\t")[0]) for row in gold)
+        if case.get("every_row"):  # "which three ...": the answer names every row, not one of them
+            answer_ok = all(_answer_names(answer, row.split("\t")[0]) for row in gold)
         if gold in ([], ["0"]):  # nothing found: saying so is the answer
             answer_ok = answer_ok or any(_says(answer, w) for w in ("no", "none", "zero", "never"))
     else:

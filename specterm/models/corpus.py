@@ -180,8 +180,9 @@ def resolve(box: ToolBox, case: Case, *, answer_words: bool = False) -> tuple[li
     return steps, case.answer.format_map(fields)
 
 
-def worked_examples(agent_name: str, n: int, seed: int) -> list[WorkedExample]:
-    """A pool of worked examples from the training phrasings (distinct questions, real calls)."""
+def worked_examples(agent_name: str, n: int, seed: int, weights: dict[str, float] | None = None) -> list[WorkedExample]:
+    """A pool of worked examples from the training phrasings (distinct questions, real calls);
+    ``weights`` as ``intents.sample``'s (by name over ``Intent.weight``)."""
     agent = load_agent(agent_name)
     box = ToolBox(agent)
     rng = random.Random(seed)
@@ -190,7 +191,7 @@ def worked_examples(agent_name: str, n: int, seed: int) -> list[WorkedExample]:
     for _ in range(n * 20):
         if len(out) >= n:
             break
-        case = sample(agent_name, rng, slots)
+        case = sample(agent_name, rng, slots, weights=weights)
         if case.question in out:
             continue
         steps, answer = resolve(box, case)

@@ -16,92 +16,24 @@ must answer directly: greetings, thanks, what is not in the data, what is out of
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-COUNTRIES = {
-    "US": (["the US", "the United States", "the USA"], ["American", "US"]),
-    "DE": (["Germany"], ["German"]),
-    "FR": (["France"], ["French"]),
-    "JP": (["Japan"], ["Japanese"]),
-    "GB": (["the UK", "Britain", "the United Kingdom"], ["British", "UK"]),
-    "BR": (["Brazil"], ["Brazilian"]),
-    "NG": (["Nigeria"], ["Nigerian"]),
-    "IN": (["India"], ["Indian"]),
-}
-ORDER_STATUS = {
-    "placed": ["placed"],
-    "shipped": ["shipped"],
-    "delivered": ["delivered"],
-    "cancelled": ["cancelled", "canceled"],
-    "refunded": ["refunded"],
-}
-PAY_STATUS = ["captured", "failed", "refunded"]
-METHODS = {"card": ["card", "credit card"], "paypal": ["paypal", "PayPal"], "bank_transfer": ["bank transfer"]}
-MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
-
-
-@dataclass(frozen=True)
-class Intent:
-    name: str
-    train: tuple[str, ...]
-    heldout: tuple[str, ...]
-    calls: Callable[[dict], list[tuple[str, dict]]]
-    """The tool calls that answer it (a later call may use ``{r1}``: the first call's first value)."""
-    answer: str
-    """The final answer; ``{v}`` is the last result's first value, ``{all}`` all its first-column values."""
-    slot: str = ""
-    weight: float = 1.0
-
-
-def _sql(q: str) -> Callable[[dict], list[tuple[str, dict]]]:
-    return lambda s: [("query_sql", {"sql": q.format(**s)})]
-
-
-def _pre(*tables: str) -> Callable[[Callable], Callable]:
-    """Look before querying: list_tables ("*") and describe_table calls before the query."""
-
-    def wrap(inner):
-        def calls(s):
-            steps = [("list_tables", {})] if "*" in tables else []
-            steps += [("describe_table", {"table": t}) for t in tables if t != "*"]
-            return steps + inner(s)
-
-        return calls
-
-    return wrap
-
-
-def _orders_of_product(order: str) -> Callable[[dict], list[tuple[str, dict]]]:
-    """Two dependent queries: the product first by price (``order``: DESC the most expensive, ASC the
-    cheapest), then its orders, the first result copied in as ``{r1}``."""
-    return lambda s: [
-        ("query_sql", {"sql": f"SELECT name FROM products ORDER BY price {order} LIMIT 1"}),
-        (
-            "query_sql",
-            {
-                "sql": "SELECT count(*) FROM orders JOIN products ON orders.product_id = "
-                "products.id WHERE products.name = '{r1}'"
-            },
-        ),
-    ]
-
-
-NONE = lambda s: []  # noqa: E731 - answered without a tool
-SHOP = "the shop's customers, orders, products and payments"
+from specterm.models.intent_base import (
+    COUNTRIES,
+    METHODS,
+    MONTHS,
+    NONE,
+    ORDER_STATUS,
+    PAY_STATUS,
+    SHOP,
+    Intent,
+    look_first,
+    orders_of_product,
+    sql,
+)
+from specterm.models.intents_broad import BROAD_SQL_INTENTS
+from specterm.models.intents_broad import SLOTS as BROAD_SLOTS
+from specterm.models.intents_broad import fill as fill_broad
 
 SQL_INTENTS = [
     Intent(
@@ -114,7 +46,7 @@ SQL_INTENTS = [
             "total customers?",
         ),
         ("What's our customer count?", "Tell me how many customers the shop has.", "How large is our customer base?"),
-        _sql("SELECT count(*) FROM customers"),
+        sql("SELECT count(*) FROM customers"),
         "There are {v} customers.",
     ),
     Intent(
@@ -132,7 +64,7 @@ SQL_INTENTS = [
             "How many {a} customers are there?",
             "customers located in {w}: how many?",
         ),
-        _sql("SELECT count(*) FROM customers WHERE country = '{x}'"),
+        sql("SELECT count(*) FROM customers WHERE country = '{x}'"),
         "{v} customers are from {w}.",
         "country",
         2,
@@ -150,7 +82,7 @@ SQL_INTENTS = [
             "What number of orders ended up {w}?",
             "Tell me the count of {w} orders.",
         ),
-        _sql("SELECT count(*) FROM orders WHERE status = '{x}'"),
+        sql("SELECT count(*) FROM orders WHERE status = '{x}'"),
         "{v} orders were {w}.",
         "ostatus",
         2,
@@ -163,7 +95,7 @@ SQL_INTENTS = [
             "Total amount of {w} payments?",
         ),
         ("How much money was in {w} payments altogether?", "Add up the {w} payments: what is the total?"),
-        _pre("*", "payments")(_sql("SELECT round(sum(amount), 2) FROM payments WHERE status = '{x}'")),
+        look_first("*", "payments")(sql("SELECT round(sum(amount), 2) FROM payments WHERE status = '{x}'")),
         "The total of {w} payments is {v}.",
         "pstatus",
     ),
@@ -171,14 +103,14 @@ SQL_INTENTS = [
         "revenue",
         ("What is our total revenue?", "How much revenue did we make?", "What is the revenue?"),
         ("How much money has the shop earned in total?", "Tell me the overall revenue."),
-        _sql("SELECT round(sum(amount), 2) FROM payments WHERE status = 'captured'"),
+        sql("SELECT round(sum(amount), 2) FROM payments WHERE status = 'captured'"),
         "The total revenue is {v}.",
     ),
     Intent(
         "payments_method",
         ("How many payments were made by {w}?", "How many payments were made with {w}?", "How many payments used {w}?"),
         ("How many customers paid by {w}?", "Count of payments via {w}?", "How often was {w} used to pay?"),
-        _sql("SELECT count(*) FROM payments WHERE method = '{x}'"),
+        sql("SELECT count(*) FROM payments WHERE method = '{x}'"),
         "{v} payments were made by {w}.",
         "method",
     ),
@@ -186,7 +118,7 @@ SQL_INTENTS = [
         "payments_status",
         ("How many payments {w}?", "How many {w} payments are there?", "count the {w} payments"),
         ("What is the number of payments that {w}?", "Tell me how many payments have the status {x}."),
-        _sql("SELECT count(*) FROM payments WHERE status = '{x}'"),
+        sql("SELECT count(*) FROM payments WHERE status = '{x}'"),
         "{v} payments {w}.",
         "pstatus_verb",
     ),
@@ -194,7 +126,7 @@ SQL_INTENTS = [
         "product_price",
         ("What is the price of the {w}?", "How much does the {w} cost?", "price of the {w}?"),
         ("What does a {w} sell for?", "How expensive is the {w}?", "Tell me the {w}'s price."),
-        _sql("SELECT price FROM products WHERE name = '{x}'"),
+        sql("SELECT price FROM products WHERE name = '{x}'"),
         "The {w} costs {v}.",
         "product",
         2,
@@ -203,8 +135,8 @@ SQL_INTENTS = [
         "customer_orders",
         ("How many orders did {w} place?", "How many orders does {w} have?"),
         ("What is the number of orders placed by {w}?", "How often has {w} ordered?"),
-        _pre("*", "orders")(
-            _sql(
+        look_first("*", "orders")(
+            sql(
                 "SELECT count(*) FROM orders JOIN customers ON orders.customer_id = "
                 "customers.id WHERE customers.name = '{x}'"
             )
@@ -217,8 +149,8 @@ SQL_INTENTS = [
         "customer_spent",
         ("How much has {w} spent in total?", "What is the total spent by {w}?"),
         ("What is the sum of {w}'s orders?", "How much money did {w} spend with us?"),
-        _pre("*", "orders")(
-            _sql(
+        look_first("*", "orders")(
+            sql(
                 "SELECT round(sum(orders.total), 2) FROM orders JOIN customers ON "
                 "orders.customer_id = customers.id WHERE customers.name = '{x}'"
             )
@@ -230,7 +162,7 @@ SQL_INTENTS = [
         "customer_country",
         ("Which country is {w} from?", "Where does {w} live?"),
         ("What country does {w} come from?", "In which country is {w} based?"),
-        _sql("SELECT country FROM customers WHERE name = '{x}'"),
+        sql("SELECT country FROM customers WHERE name = '{x}'"),
         "{w} is from {v}.",
         "customer",
     ),
@@ -238,7 +170,7 @@ SQL_INTENTS = [
         "customer_email",
         ("What is the email of {w}?", "What is {w}'s email address?"),
         ("How can I email {w}?", "Give me the email address for {w}."),
-        _sql("SELECT email FROM customers WHERE name = '{x}'"),
+        sql("SELECT email FROM customers WHERE name = '{x}'"),
         "{w}'s email is {v}.",
         "customer",
     ),
@@ -246,7 +178,7 @@ SQL_INTENTS = [
         "category_count",
         ("How many products are in the {w} category?", "How many {w} products are there?"),
         ("How many items does the {w} category contain?", "Count the products in {w}."),
-        _sql("SELECT count(*) FROM products WHERE category = '{x}'"),
+        sql("SELECT count(*) FROM products WHERE category = '{x}'"),
         "There are {v} {w} products.",
         "category",
     ),
@@ -254,21 +186,21 @@ SQL_INTENTS = [
         "count_products",
         ("How many products are there?", "How many products do we sell?"),
         ("How big is the catalogue?", "What is the number of products in the catalogue?"),
-        _sql("SELECT count(*) FROM products"),
+        sql("SELECT count(*) FROM products"),
         "There are {v} products.",
     ),
     Intent(
         "categories",
         ("What product categories are there?", "List the product categories.", "Which categories do we have?"),
         ("What kinds of products does the shop sell?", "Name the categories of products."),
-        _sql("SELECT DISTINCT category FROM products"),
+        sql("SELECT DISTINCT category FROM products"),
         "The categories are {all}.",
     ),
     Intent(
         "avg_price_category",
         ("What is the average price of {w} products?", "Average price in {w}?"),
         ("How much does a {w} product cost on average?", "What's the mean price of the {w} category?"),
-        _sql("SELECT round(avg(price), 2) FROM products WHERE category = '{x}'"),
+        sql("SELECT round(avg(price), 2) FROM products WHERE category = '{x}'"),
         "The average {w} price is {v}.",
         "category",
     ),
@@ -276,7 +208,7 @@ SQL_INTENTS = [
         "max_in_category",
         ("What is the most expensive product in {w}?", "Which {w} product costs the most?"),
         ("What is the priciest {w} product?", "Which item in {w} has the highest price?"),
-        _sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price DESC LIMIT 1"),
+        sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price DESC LIMIT 1"),
         "The most expensive {w} product is the {v}.",
         "category",
     ),
@@ -284,7 +216,7 @@ SQL_INTENTS = [
         "min_in_category",
         ("What is the cheapest product in {w}?", "Which {w} product costs the least?"),
         ("What is the lowest priced {w} product?", "Which item in {w} is the least expensive?"),
-        _sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price ASC LIMIT 1"),
+        sql("SELECT name FROM products WHERE category = '{x}' ORDER BY price ASC LIMIT 1"),
         "The cheapest {w} product is the {v}.",
         "category",
     ),
@@ -292,14 +224,14 @@ SQL_INTENTS = [
         "max_product",
         ("What is the most expensive product?", "Which product costs the most?"),
         ("What is the priciest item in the catalogue?", "Which item has the highest price?"),
-        _sql("SELECT name FROM products ORDER BY price DESC LIMIT 1"),
+        sql("SELECT name FROM products ORDER BY price DESC LIMIT 1"),
         "The most expensive product is the {v}.",
     ),
     Intent(
         "min_product",
         ("What is the cheapest product?", "Which product costs the least?"),
         ("What is the least expensive item we sell?", "Which item has the lowest price?"),
-        _sql("SELECT name FROM products ORDER BY price ASC LIMIT 1"),
+        sql("SELECT name FROM products ORDER BY price ASC LIMIT 1"),
         "The cheapest product is the {v}.",
     ),
     Intent(
@@ -309,7 +241,7 @@ SQL_INTENTS = [
             "How many times was the most expensive product ordered?",
         ),
         ("How many orders include our priciest product?",),
-        _orders_of_product("DESC"),
+        orders_of_product("DESC"),
         "The {r1} was ordered {v} times.",
     ),
     # weight 0: not in the default corpus (``models train`` keeps its pair); a training run turns it on
@@ -322,7 +254,7 @@ SQL_INTENTS = [
             "How many orders contain the cheapest item?",
         ),
         ("How many orders were placed for our lowest priced product?",),
-        _orders_of_product("ASC"),
+        orders_of_product("ASC"),
         "The {r1} was ordered {v} times.",
         weight=0.0,
     ),
@@ -330,7 +262,7 @@ SQL_INTENTS = [
         "sum_orders_status",
         ("What is the total value of {w} orders?", "Sum of the totals of {w} orders?"),
         ("How much are the {w} orders worth altogether?", "What do the {w} orders add up to?"),
-        _pre("*", "orders")(_sql("SELECT round(sum(total), 2) FROM orders WHERE status = '{x}'")),
+        look_first("*", "orders")(sql("SELECT round(sum(total), 2) FROM orders WHERE status = '{x}'")),
         "{W} orders total {v}.",
         "ostatus",
     ),
@@ -338,35 +270,35 @@ SQL_INTENTS = [
         "country_most",
         ("Which country has the most customers?", "What country do the most customers come from?"),
         ("Where are most of our customers located?", "Which country is home to the largest number of customers?"),
-        _sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) DESC LIMIT 1"),
+        sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) DESC LIMIT 1"),
         "{v} has the most customers.",
     ),
     Intent(
         "country_fewest",
         ("Which country has the fewest customers?", "What country do the fewest customers come from?"),
         ("Where do the smallest number of our customers live?",),
-        _sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) ASC LIMIT 1"),
+        sql("SELECT country FROM customers GROUP BY country ORDER BY count(*) ASC LIMIT 1"),
         "{v} has the fewest customers.",
     ),
     Intent(
         "count_countries",
         ("How many countries do our customers come from?", "In how many countries do we have customers?"),
         ("How many different countries are our customers in?",),
-        _sql("SELECT count(DISTINCT country) FROM customers"),
+        sql("SELECT count(DISTINCT country) FROM customers"),
         "Customers come from {v} countries.",
     ),
     Intent(
         "aov",
         ("What is the average order value?", "What is the AOV?"),
         ("How much is an average order worth?", "What do orders average?"),
-        _sql("SELECT round(avg(total), 2) FROM orders WHERE status != 'cancelled'"),
+        sql("SELECT round(avg(total), 2) FROM orders WHERE status != 'cancelled'"),
         "The average order value is {v}.",
     ),
     Intent(
         "aov_not_status",
         ("What is the average order value of orders that were not {w}?",),
         ("Excluding {w} orders, what is the average order total?",),
-        _pre("*", "orders")(_sql("SELECT round(avg(total), 2) FROM orders WHERE status != '{x}'")),
+        look_first("*", "orders")(sql("SELECT round(avg(total), 2) FROM orders WHERE status != '{x}'")),
         "The average order value is {v}.",
         "ostatus",
     ),
@@ -374,7 +306,7 @@ SQL_INTENTS = [
         "aov_status",
         ("What is the average order value of {w} orders?", "Average total of {w} orders?"),
         ("On average, how much is a {w} order worth?",),
-        _pre("*", "orders")(_sql("SELECT round(avg(total), 2) FROM orders WHERE status = '{x}'")),
+        look_first("*", "orders")(sql("SELECT round(avg(total), 2) FROM orders WHERE status = '{x}'")),
         "The average {w} order value is {v}.",
         "ostatus",
     ),
@@ -382,7 +314,7 @@ SQL_INTENTS = [
         "orders_month",
         ("How many orders were placed in {w}?", "How many orders in {w}?"),
         ("How many orders did we get during {w}?", "What was the order count for {w}?"),
-        _sql("SELECT count(*) FROM orders WHERE order_date LIKE '{x}%'"),
+        sql("SELECT count(*) FROM orders WHERE order_date LIKE '{x}%'"),
         "{v} orders were placed in {w}.",
         "month",
         2,
@@ -391,7 +323,7 @@ SQL_INTENTS = [
         "signups_year",
         ("How many customers signed up in {w}?", "How many new customers joined in {w}?"),
         ("How many customers registered during {w}?", "What number of signups did we have in {w}?"),
-        _sql("SELECT count(*) FROM customers WHERE signup_date LIKE '{x}%'"),
+        sql("SELECT count(*) FROM customers WHERE signup_date LIKE '{x}%'"),
         "{v} customers signed up in {w}.",
         "year",
     ),
@@ -399,21 +331,21 @@ SQL_INTENTS = [
         "count_orders",
         ("How many orders are there?", "How many orders do we have?"),
         ("What is the total number of orders?", "How many orders has the shop received?"),
-        _sql("SELECT count(*) FROM orders"),
+        sql("SELECT count(*) FROM orders"),
         "There are {v} orders.",
     ),
     Intent(
         "distinct_buyers",
         ("How many distinct customers placed at least one order?", "How many customers have ordered something?"),
         ("How many different customers have bought from us?",),
-        _sql("SELECT count(DISTINCT customer_id) FROM orders"),
+        sql("SELECT count(DISTINCT customer_id) FROM orders"),
         "{v} distinct customers.",
     ),
     Intent(
         "top_spender",
         ("Which customer has spent the most?", "Who is our biggest customer by spend?"),
         ("Who spent the most money with us?", "Name the customer with the highest total spend."),
-        _sql(
+        sql(
             "SELECT customers.name FROM orders JOIN customers ON orders.customer_id = customers.id "
             "GROUP BY customers.id ORDER BY sum(orders.total) DESC LIMIT 1"
         ),
@@ -423,8 +355,8 @@ SQL_INTENTS = [
         "category_top_revenue",
         ("Which product category has the highest {w} revenue?",),
         ("Which category brings in the most {w} payment money?",),
-        _pre("*", "payments")(
-            _sql(
+        look_first("*", "payments")(
+            sql(
                 "SELECT p.category FROM payments pay JOIN orders o ON pay.order_id = o.id "
                 "JOIN products p ON o.product_id = p.id WHERE pay.status = '{x}' GROUP BY "
                 "p.category ORDER BY sum(pay.amount) DESC LIMIT 1"
@@ -437,8 +369,8 @@ SQL_INTENTS = [
         "units_sold",
         ("How many units of {w} were sold (shipped or delivered orders)?", "How many {w} units were sold?"),
         ("How many {w} items did we sell?",),
-        _pre("*", "orders")(
-            _sql(
+        look_first("*", "orders")(
+            sql(
                 "SELECT sum(o.quantity) FROM orders o JOIN products p ON o.product_id = p.id "
                 "WHERE p.category = '{x}' AND o.status IN ('shipped', 'delivered')"
             )
@@ -657,7 +589,8 @@ DOC_HELDOUT = [
 
 
 def intents_for(agent: str) -> list[Intent]:
-    return SQL_INTENTS if agent == "sql_analyst" else OPS_INTENTS
+    """Every intent of ``agent``; the broad SQL kinds weigh 0 unless a run turns them on by name."""
+    return SQL_INTENTS + BROAD_SQL_INTENTS if agent == "sql_analyst" else OPS_INTENTS
 
 
 def _pct(rng: random.Random):
@@ -687,6 +620,8 @@ class Slots:
             self.cats = col("SELECT DISTINCT category FROM products")
 
     def fill(self, rng: random.Random, slot: str, heldout: bool = False) -> dict:
+        if slot in BROAD_SLOTS:
+            return fill_broad(rng, slot, self.fill)
         if slot == "country":
             code = rng.choice(list(COUNTRIES))
             names, adjs = COUNTRIES[code]
