@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
-    p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default 3)")
+    p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default %(default)s)")
     add_generation_args(
         p,
         max_tokens=64,
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="instead: check draft = target accepts ≈100%% and greedy output is lossless",
     )
-    p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default 0,1)")
+    p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default %(default)s)")
     add_engine_args(p)
     p.set_defaults(func=handle)
 

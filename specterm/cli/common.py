@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from specterm.session.recorder import Recorder
 
 
+def _default(field: str):
+    """``EngineConfig``'s default for ``field``: help texts state it, the model owns it."""
+    return EngineConfig.model_fields[field].default
+
+
 def add_engine_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
     g.add_argument(
@@ -27,13 +32,13 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         "pair; `specterm models info` says which pair a run uses and why)",
     )
     g.add_argument("--draft", help="draft model for --method draft_model/eagle/eagle3")
-    g.add_argument("--method", choices=get_args(Method), help="speculation method (default draft_model)")
+    g.add_argument("--method", choices=get_args(Method), help=f"speculation method (default {_default('method')})")
     g.add_argument(
         "-k",
         "--num-speculative-tokens",
         dest="num_speculative_tokens",
         type=int,
-        help="draft tokens per step, 1..16 (default 4)",
+        help=f"draft tokens per step, 1..16 (default {_default('num_speculative_tokens')})",
     )
     g.add_argument(
         "--grammar-drafting",
@@ -68,25 +73,25 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         "--suffix-decoding-max-tree-depth",
         type=int,
         metavar="N",
-        help="depth of the global and per-prompt suffix trees (default 24)",
+        help=f"depth of the global and per-prompt suffix trees (default {_default('suffix_decoding_max_tree_depth')})",
     )
     s.add_argument(
         "--suffix-decoding-max-cached-requests",
         type=int,
         metavar="N",
-        help="past responses kept in the global tree; 0: per-prompt trees only (default 10000)",
+        help=f"past responses kept in the global tree; 0: per-prompt trees only (default {_default('suffix_decoding_max_cached_requests')})",
     )
     s.add_argument(
         "--suffix-decoding-max-spec-factor",
         type=float,
         metavar="X",
-        help="draft at most X × the matched suffix length tokens (default 1.0)",
+        help=f"draft at most X × the matched suffix length tokens (default {_default('suffix_decoding_max_spec_factor')})",
     )
     s.add_argument(
         "--suffix-decoding-min-token-prob",
         type=float,
         metavar="P",
-        help="draft only tokens whose estimated probability is at least P (default 0.1)",
+        help=f"draft only tokens whose estimated probability is at least P (default {_default('suffix_decoding_min_token_prob')})",
     )
 
 

@@ -44,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--a", required=True, metavar="SPEC", help="side A, e.g. method=draft_model,k=4")
     p.add_argument("--b", required=True, metavar="SPEC", help="side B, e.g. method=ngram,k=6")
     add_engine_args(p)
-    p.add_argument("--rounds", type=int, default=1, help="measured runs per side, alternating A B, B A … (default 1)")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="measured runs per side, alternating A B, B A … (default %(default)s)"
+    )
     add_generation_args(p)
     p.add_argument("--raw", action="store_true", help="send PROMPT as raw text to complete (no chat template)")
     p.add_argument("--agent", metavar="NAME", help="send PROMPT to this agent on each side")
