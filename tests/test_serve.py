@@ -33,6 +33,26 @@ CHROMIUM_ARGS = [
 ]
 
 
+def _browser_env(tmp_path: Path) -> dict[str, str]:
+    """Chromium's environment with a home and XDG directories of its own under tmp_path. The
+    session's isolation (conftest) covers specterm and vLLM, not the browser, which otherwise writes
+    ~/.config/chromium/Crash Reports/settings.dat and, through GLib, a dconf database
+    (~/.cache/dconf/user when there is no runtime dir) into the real home."""
+    home = tmp_path / "browser-home"
+    dirs = {
+        "HOME": home,
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_CACHE_HOME": home / ".cache",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "XDG_RUNTIME_DIR": home / "runtime",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    dirs["XDG_RUNTIME_DIR"].chmod(0o700)  # the XDG spec: a runtime dir only its owner may open
+    return {**os.environ, **{name: str(path) for name, path in dirs.items()}}
+
+
 def _serve_error(capsys, *argv):
     rc = main(["serve", *argv])
     err = capsys.readouterr().err.strip().splitlines()
@@ -205,7 +225,7 @@ def test_browser_prompt_streams_verdict_coloured_tokens(tiny_pair, tmp_path):
     colours = _verdict_colours()
     try:
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=_browser_env(tmp_path))
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.add_init_script(CATCH_TERMINAL)
             here = f"127.0.0.1:{port}"  # the page's web font lives on Google: nothing else may load
