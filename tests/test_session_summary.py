@@ -94,6 +94,33 @@ def test_cli_summary_table_shows_the_figures(session_file, capsys):
     assert "mean 25.0" in out and "p95 40.0" in out  # step latency, ms
 
 
+def test_cli_summary_table_shows_grammar_drafting_from_the_stats(tmp_path, capsys, monkeypatch):
+    """The grammar-drafting row's draft passes per token is ``SpecStats.draft_passes_per_token``."""
+    # Steps 0 and 3 had two of their draft slots from the grammar (fewer draft-model passes).
+    # The first token of step 0 was a grammar draft (new lists: model_copy shares STEPS' own).
+    grammar_first = [STEPS[0].tokens[0].model_copy(update={"grammar": True}), *STEPS[0].tokens[1:]]
+    steps = [
+        STEPS[0].model_copy(update={"grammar_drafts": 2, "draft_passes": 2, "tokens": grammar_first}),
+        STEPS[1].model_copy(update={"draft_passes": 4}),
+        STEPS[2],
+        STEPS[3].model_copy(update={"grammar_drafts": 2, "draft_passes": 0}),
+    ]
+    path = tmp_path / "grammar.jsonl"
+    with Recorder(path, synthetic_header()) as rec:
+        for step in steps:
+            rec.write(step)
+    stats = summarize(read_session(path).events).session
+    assert (stats.draft_passes, stats.tokens, stats.grammar_accepted) == (6, 9, 1)
+    monkeypatch.setenv("COLUMNS", "200")  # the row on one line
+    assert main(["replay", str(path), "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"4 of 10 draft tokens from the grammar, 1 accepted; 6 draft passes ({stats.draft_passes_per_token:.2f} per token)"
+        in out
+    ), out
+    assert "(0.67 per token)" in out
+
+
 def test_the_fast_summary_structs_mirror_the_events():
     # fast_summary decodes spec steps into its own structs: they must stay field for field in step
     # with the events (a field added to SpecStep or Token must be added there too).

@@ -240,6 +240,9 @@ def summary_dict(data: Any, summary: Any = None) -> dict[str, Any]:
 
 
 def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> int:
+    from specterm.stats import summarize
+
+    summary = summary if summary is not None else summarize(data.events)
     figures = summary_dict(data, summary)
     if as_json:
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
@@ -247,7 +250,7 @@ def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> i
     from rich.console import Console
 
     console = Console(highlight=False, soft_wrap=False)
-    console.print(_session_table(figures))
+    console.print(_session_table(figures, summary.session))
     if figures["requests"]:
         for table in _requests_tables(figures["requests"]):
             console.print(table)
@@ -258,7 +261,9 @@ def _num(value: float | None, spec: str = ".2f", scale: float = 1.0) -> str:
     return "–" if value is None else format(value * scale, spec)
 
 
-def _session_table(f: dict[str, Any]) -> Any:
+def _session_table(f: dict[str, Any], stats: Any) -> Any:
+    """``f`` is what ``--json`` prints; ``stats`` the session's ``SpecStats``, for the figures it
+    derives that the JSON does not carry."""
     from rich.table import Table
     from rich.text import Text
 
@@ -298,7 +303,7 @@ def _session_table(f: dict[str, Any]) -> Any:
             "grammar drafting",
             f"{s['grammar_drafts']} of {s['draft_tokens']} draft tokens from the grammar, "
             f"{s['grammar_accepted']} accepted; {s['draft_passes']} draft passes "
-            f"({_num(s['draft_passes'] / s['tokens'] if s['tokens'] else None)} per token)",
+            f"({_num(stats.draft_passes_per_token)} per token)",
         )
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
     lat, ttft = f["step_latency_s"], f["ttft_s"]
