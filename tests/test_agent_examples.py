@@ -304,7 +304,7 @@ def test_the_natural_question_sets_are_in_no_training_phrasing_nor_example(name)
 
 def test_date_ranges_say_the_months_their_bounds_cover():
     """``intents_broad.date_range``: the words and the month bounds agree (a quarter is its three
-    months, a half its six, "from April to June" April to June, a year all twelve) and stay where the
+    months, a half its six, "from April to June" April to June, "during April" April, a year all twelve) and stay where the
     data is (orders 2025-01..2026-10; a year may be 2024, where the answer is none)."""
     from specterm.models.intent_base import MONTHS
     from specterm.models.intents_broad import date_range
@@ -326,6 +326,9 @@ def test_date_ranges_say_the_months_their_bounds_cover():
             n = int(h.group(1)) if h.group(1) else ["first", "second"].index(h.group(2)) + 1
             assert (m1, m2) == (6 * n - 5, 6 * n), r
             seen.add("half")
+        elif "from" not in w and (name := re.search("|".join(MONTHS), w)):
+            assert m1 == m2 == MONTHS.index(name.group()) + 1, r
+            seen.add("month")
         elif "from" in w:
             names = re.findall("|".join(MONTHS), w)
             assert [MONTHS.index(n) + 1 for n in names] == [m1, m2], r
@@ -333,7 +336,7 @@ def test_date_ranges_say_the_months_their_bounds_cover():
         else:
             assert (m1, m2) == (1, 12), r
             seen.add("year")
-    assert seen == {"quarter", "half", "span", "year"}
+    assert seen == {"quarter", "half", "span", "month", "year"}
 
 
 def test_the_broad_kinds_leave_the_default_corpus_as_it_was():

@@ -6,7 +6,7 @@ question's entities (docs/grounding.md); it does not compose a query shape it ha
 intents give it examples to copy: ``scripts/make_worked_examples.py`` draws a pool of their training
 phrasings into ``examples.toml`` beside the first one. They weigh 0 here, so the default corpus (the
 embedded pair's recipe) and the held-out evaluation are unchanged; a training run can turn them on by
-name (``specterm models corpus --weight top_n_expensive=1``).
+name (``scripts/finetune_pretrained.py --weight top_n_expensive=1``).
 
 Written after reading ``agents/sql_analyst/eval_natural.toml`` (the first plain-question set) but
 not ``eval_natural2.toml``; no phrasing here is a question of either (tests/test_agent_examples.py).
@@ -39,7 +39,7 @@ def date_range(rng: random.Random) -> dict:
     bounds, both inclusive, because the model copies an example's query and changes what differs: the
     months the question names map onto them one to one, where a day bound ("< the first day after")
     made it compute a month it was not told (measured: "the second half of 2025" became July only)."""
-    kind = rng.choice(["quarter", "quarter", "half", "span", "span", "year"])
+    kind = rng.choice(["quarter", "quarter", "half", "span", "span", "month", "year"])
     year = rng.choice([2025, 2025, 2026] + ([2024] if kind == "year" else []))
     last = LAST_MONTH[year]
     if kind == "quarter":
@@ -59,6 +59,9 @@ def date_range(rng: random.Random) -> dict:
                 f"from {MONTHS[m1 - 1]} through {MONTHS[m2 - 1]} {year}",
             ]
         )
+    elif kind == "month":  # one month is a range too: "during April 2026" must not copy a quarter's bounds
+        m1 = m2 = rng.randint(1, last)
+        w = rng.choice([f"during {MONTHS[m1 - 1]} {year}", f"in the month of {MONTHS[m1 - 1]} {year}"])
     else:
         m1, m2 = 1, 12
         w = rng.choice([f"in {year}", f"during {year}"])
