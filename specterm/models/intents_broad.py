@@ -8,9 +8,10 @@ phrasings into ``examples.toml`` beside the first one. They weigh 0 here, so the
 embedded pair's recipe) and the held-out evaluation are unchanged; a training run can turn them on by
 name (``scripts/finetune_pretrained.py --weight top_n_expensive=1``).
 
-Written after reading ``agents/sql_analyst/eval_natural.toml`` (the first plain-question set) but
-not ``eval_natural2.toml``; no phrasing here is a question of either (tests/test_agent_examples.py).
-Values that would put one set's entity into its own phrasing were left out (Canada, a garden category).
+Written after both plain-question sets (``agents/sql_analyst/eval_natural*.toml``) and by the same
+hand as the second, so not blind to them: no phrasing here is a question of either
+(tests/test_agent_examples.py), and entities that would put a set's question into a phrasing were left
+out (Canada, a garden category). Only the first set's results were looked at while these changed.
 """
 
 from __future__ import annotations
