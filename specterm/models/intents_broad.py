@@ -11,7 +11,7 @@ name (``scripts/finetune_pretrained.py --weight top_n_expensive=1``).
 Written after both plain-question sets (``agents/sql_analyst/eval_natural*.toml``) and by the same
 hand as the second, so not blind to them: no phrasing here is a question of either
 (tests/test_agent_examples.py), and entities that would put a set's question into a phrasing were left
-out (Canada, a garden category). Only the first set's results were looked at while these changed.
+out (Canada, a garden category). Only the first set's results steered a change (the month bounds).
 """
 
 from __future__ import annotations
