@@ -28,9 +28,9 @@ from typing import Any
 from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits
 from specterm.engine.inflight import InFlight
-from specterm.engine.verdicts import StepAssembler, per_step_check
+from specterm.engine.verdicts import StepAssembler, per_step_check, report_check
 from specterm.errors import ConfigError
-from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
+from specterm.events import Error, RequestFinished, RequestStarted, Sink
 
 # The engine is ``vllm_engine.VllmSpecEngine`` (its ``generate_concurrent`` calls in here); not
 # imported, not even for its type, so the two modules form no import cycle.
@@ -130,17 +130,7 @@ def _request_check(req: InFlight, t: float, sink: Sink) -> None:
     ours = {"drafts": a.stats.drafts, "draft_tokens": a.stats.draft_tokens, "accepted": a.stats.accepted}
     steps, problem = per_step_check(a.per_step, req.detailed)
     theirs = {} if steps is None else {"per_step": steps}
-    sink(EngineCounters(t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problem, detail=problem))
-    if problem:
-        sink(
-            Error(
-                t=t,
-                level="warning",
-                where="reconcile",
-                request_id=rid,
-                message="specterm's verdicts disagree with vLLM's: " + problem,
-            )
-        )
+    report_check(sink, t, rid, ours, theirs, problem, "vLLM's")
 
 
 def _batch_check(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specterm.events import Error, Sink, SpecStep, Token
+from specterm.events import EngineCounters, Error, Sink, SpecStep, Token
 from specterm.stats import SpecStats
 
 
@@ -211,6 +211,22 @@ def reconcile(
         theirs["per_step"] = steps
     problems += [problem] if problem else []
     return ours, theirs, problems
+
+
+def report_check(sink: Sink, t: float, request_id: str, ours: dict, theirs: dict, problem: str, against: str) -> None:
+    """One request's reconciliation as the event stream carries it: an ``EngineCounters`` always, and
+    a warning naming what disagreed (``against``: which of vLLM's numbers) when something did."""
+    sink(EngineCounters(t=t, request_id=request_id, ours=ours, vllm=theirs, matched=not problem, detail=problem))
+    if problem:
+        sink(
+            Error(
+                t=t,
+                level="warning",
+                where="reconcile",
+                request_id=request_id,
+                message=f"specterm's verdicts disagree with {against}: {problem}",
+            )
+        )
 
 
 def per_step_check(per_step: list[tuple[int, int]], detailed: Any) -> tuple[list[tuple[int, int]] | None, str]:

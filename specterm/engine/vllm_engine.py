@@ -39,9 +39,9 @@ from specterm.engine.installs import ENGINE_EXTRA_HINT, vllm_build, vllm_label
 from specterm.engine.parallel import check_executor, check_pipeline_parallel, prepare_cpu_workers, set_default_env
 from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
-from specterm.engine.verdicts import StepAssembler, StepRecord, reconcile, spec_counters
+from specterm.engine.verdicts import StepAssembler, StepRecord, reconcile, report_check, spec_counters
 from specterm.errors import ConfigError, EngineUnavailable, first_error
-from specterm.events import EngineCounters, Error, RequestFinished, RequestStarted, Sink
+from specterm.events import Error, RequestFinished, RequestStarted, Sink
 
 # Must be set before vllm is imported: in-process EngineCore, and CPU-friendly defaults.
 _ENV_DEFAULTS = {
@@ -404,22 +404,7 @@ class VllmSpecEngine(SpecEngine):
         ours, theirs, problems = reconcile(
             assembler.stats, assembler.per_step, before, after, detailed, assembler.padding
         )
-        t = self.clock()
-        sink(
-            EngineCounters(
-                t=t, request_id=rid, ours=ours, vllm=theirs, matched=not problems, detail="; ".join(problems)
-            )
-        )
-        if problems:
-            sink(
-                Error(
-                    t=t,
-                    level="warning",
-                    where="reconcile",
-                    request_id=rid,
-                    message="specterm's verdicts disagree with vLLM's counters: " + "; ".join(problems),
-                )
-            )
+        report_check(sink, self.clock(), rid, ours, theirs, "; ".join(problems), "vLLM's counters")
 
     def generate_concurrent(self, items, sink: Sink, *, concurrency: int):
         """``items`` (``engine.batch.BatchItem``) with up to ``concurrency`` in flight at once, verdicts
