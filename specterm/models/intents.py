@@ -588,9 +588,12 @@ DOC_HELDOUT = [
 ]
 
 
+_SQL_ALL = SQL_INTENTS + BROAD_SQL_INTENTS  # once, not per sampled question
+
+
 def intents_for(agent: str) -> list[Intent]:
     """Every intent of ``agent``; the broad SQL kinds weigh 0 unless a run turns them on by name."""
-    return SQL_INTENTS + BROAD_SQL_INTENTS if agent == "sql_analyst" else OPS_INTENTS
+    return _SQL_ALL if agent == "sql_analyst" else OPS_INTENTS
 
 
 def _pct(rng: random.Random):
