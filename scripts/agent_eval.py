@@ -77,9 +77,9 @@ def score(agent, box, case: dict, result, events) -> dict:
         args_ok = any(c.tool == tool and r.ok and _rows(r.content) == gold for c, r in pairs)
         # The answer names the first column of a gold row; any row, since a question may match several
         # (the shop has three customers called Frank Silva: each one's email is a right answer).
-        answer_ok = any(_answer_names(answer, row.split("\t")[0]) for row in gold)
-        if case.get("every_row"):  # "which three ...": the answer names every row, not one of them
-            answer_ok = all(_answer_names(answer, row.split("\t")[0]) for row in gold)
+        named = (_answer_names(answer, row.split("\t")[0]) for row in gold)
+        # "which three ...": the answer names every row (every_row), not one of them
+        answer_ok = all(named) if case.get("every_row") else any(named)
         if gold in ([], ["0"]):  # nothing found: saying so is the answer
             answer_ok = answer_ok or any(_says(answer, w) for w in ("no", "none", "zero", "never"))
     else:
