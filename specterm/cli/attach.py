@@ -62,7 +62,11 @@ def handle(args: argparse.Namespace) -> int:
     from specterm.errors import ConfigError
     from specterm.session.attach import check_address
 
-    addr = wire.user_endpoint(args.addr or os.environ.get(wire.ENV_ADDR) or None)
+    chosen = args.addr or os.environ.get(wire.ENV_ADDR) or None
+    if wire.publishing_off(chosen):
+        said = f"address {chosen!r}" if args.addr else f"{wire.ENV_ADDR}={chosen}"
+        raise ConfigError(f"{said} means publishing is off: nothing to attach to; give the server's address")
+    addr = wire.user_endpoint(chosen)
     token = args.token or os.environ.get(wire.ENV_TOKEN) or None
     if addr.startswith("tcp://") and not token:
         raise ConfigError(f"{addr} needs the server's token: --token or ${wire.ENV_TOKEN}")

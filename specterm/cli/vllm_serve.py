@@ -8,7 +8,8 @@ the ``vllm`` console script does not (the CPU build, whose distribution is ``vll
 
 Privacy: the published events carry prompts and outputs. By default they go to a Unix socket only you
 can open (0600 in a 0700 directory under $XDG_RUNTIME_DIR or the temp dir). --publish tcp://HOST:PORT
-opens TCP instead, which needs a token (--token; one is made and printed if you give none).
+opens TCP instead, which needs a token (--token; one is made and printed if you give none). Without
+--publish, $SPECTERM_PUBLISH is obeyed (a path, an address, or off); $SPECTERM_PUBLISH_TOKEN likewise.
 """
 
 from __future__ import annotations
@@ -68,12 +69,21 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     rest = _split(args)
     if any(a == "--scheduler-cls" or a.startswith("--scheduler-cls=") for a in rest):
         raise ConfigError("vllm-serve sets --scheduler-cls itself; run vLLM directly to use another scheduler")
-    addr = wire.user_endpoint(args.publish, "--publish")
-    env = {wire.ENV_ADDR: addr}
-    if addr.startswith("tcp://"):
-        env[wire.ENV_TOKEN] = args.token or secrets.token_urlsafe(16)
-    elif args.token:
-        raise ConfigError("--token is for a tcp:// address; a Unix socket is private to its owner already")
+    # The flag, else the environment the server would read anyway: an explicit SPECTERM_PUBLISH=off
+    # or a path set only there is obeyed, and `specterm attach` (which reads the same variable) finds it.
+    chosen, what = (args.publish, "--publish") if args.publish else (os.environ.get(wire.ENV_ADDR), f"${wire.ENV_ADDR}")
+    if wire.publishing_off(chosen):
+        if args.token:
+            raise ConfigError(f"--token with publishing off ({what}={chosen}): nothing is published to protect")
+        env = {wire.ENV_ADDR: "off"}
+    else:
+        addr = wire.user_endpoint(chosen or None, what)
+        env = {wire.ENV_ADDR: addr}
+        token = args.token or os.environ.get(wire.ENV_TOKEN) or None
+        if addr.startswith("tcp://"):
+            env[wire.ENV_TOKEN] = token or secrets.token_urlsafe(16)
+        elif args.token:
+            raise ConfigError("--token is for a tcp:// address; a Unix socket is private to its owner already")
     argv = [
         sys.executable,
         "-m",
@@ -100,15 +110,22 @@ def handle(args: argparse.Namespace) -> int:
     if vllm_build() is None:
         raise EngineUnavailable(f"vLLM is not installed here: {ENGINE_EXTRA_HINT}")
     addr = env[wire.ENV_ADDR]
-    if addr.startswith("ipc://"):
+    if wire.publishing_off(addr):
+        print(
+            f"specterm: publishing is off ({wire.ENV_ADDR}=off): the server runs, and nothing is sent to attach",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif addr.startswith("ipc://"):
         from pathlib import Path
 
         path = Path(addr.removeprefix("ipc://"))
         if path.exists() and wire.unix_listener(path):
             raise ConfigError(f"another server already publishes at {path}; pass --publish PATH")
-        how = "specterm attach" if args.publish is None else f"specterm attach {path}"
+        how = "specterm attach" if path == wire.default_socket_path() else f"specterm attach {path}"
     else:
         how = f"specterm attach {addr} --token {env[wire.ENV_TOKEN]}"
-    print(f"specterm: publishing verdicts at {addr}; watch with: {how}", file=sys.stderr, flush=True)
+    if not wire.publishing_off(addr):
+        print(f"specterm: publishing verdicts at {addr}; watch with: {how}", file=sys.stderr, flush=True)
     os.execve(sys.executable, argv, {**os.environ, **env})
     return 0  # not reached

@@ -175,7 +175,7 @@ class PublishingScheduler(CapturingScheduler):
         self.publisher: Publisher | None = None
         self.capture = False
         addr = os.environ.get(wire.ENV_ADDR, "")
-        if addr.lower() in ("off", "0", "none"):
+        if wire.publishing_off(addr):
             return
         buffer = int(os.environ.get(wire.ENV_BUFFER) or wire.DEFAULT_BUFFER)
         rank = getattr(self.vllm_config.parallel_config, "data_parallel_rank", 0) or 0

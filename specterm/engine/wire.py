@@ -40,6 +40,8 @@ WIRE_VERSION = 1
 TOPIC = b"specterm"
 ENV_ADDR = "SPECTERM_PUBLISH"
 """Where the publisher binds: a socket path, ``ipc://PATH`` or ``tcp://HOST:PORT``; ``off`` disables it."""
+OFF = ("off", "0", "none")
+"""``SPECTERM_PUBLISH`` (or ``--publish``) values that turn publishing off."""
 ENV_TOKEN = "SPECTERM_PUBLISH_TOKEN"
 ENV_BUFFER = "SPECTERM_PUBLISH_BUFFER"
 DEFAULT_BUFFER = 1000
@@ -150,6 +152,11 @@ def endpoint(addr: str | None) -> str:
     if "://" in addr:
         raise ValueError(f"unsupported address {addr!r}: use a socket path, ipc://PATH or tcp://HOST:PORT")
     return f"ipc://{Path(addr).expanduser().absolute()}"
+
+
+def publishing_off(addr: str | None) -> bool:
+    """Whether an address setting turns publishing off (``OFF``); unset means the default socket."""
+    return (addr or "").strip().lower() in OFF
 
 
 def user_endpoint(addr: str | None, what: str = "address") -> str:
