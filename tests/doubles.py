@@ -141,17 +141,19 @@ def demo_events() -> list[BaseEvent]:
 
 
 def fake_gpu_samples(n: int = 8) -> list[BaseEvent]:
-    """Readings from a named fake device (never mistaken for a real GPU in a snapshot)."""
+    """Readings from a named fake device (never mistaken for a real GPU in a snapshot). Utilisation
+    climbs 20 → 92 % and starts over: a real GPM reading is a percentage of peak, never above 100."""
     out: list[BaseEvent] = [GpuStatus(t=0.0, state="ok", message="1 device (fake NVML)")]
     for i in range(n):
+        pct = 20.0 + 8.0 * (i % 10)
         out.append(
             GpuSample(
                 t=0.25 * i,
                 device=0,
                 name="FAKE-NVML H200",
                 source="gpm_dram_bw",
-                bw_util_pct=20.0 + 8.0 * i,
-                est_gbps=(20.0 + 8.0 * i) / 100 * 4800,
+                bw_util_pct=pct,
+                est_gbps=pct / 100 * 4800,
                 peak_gbps=4800.0,
                 mem_used_bytes=40 * 2**30,
                 mem_total_bytes=141 * 2**30,

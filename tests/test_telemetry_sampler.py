@@ -33,6 +33,22 @@ def statuses(events) -> list[GpuStatus]:
     return [e for e in events if isinstance(e, GpuStatus)]
 
 
+def test_a_reading_past_peak_is_held_at_peak():
+    """NVML defines GPM's DRAM_BW_UTIL as 0-100 % of peak: a jittery 103.5 is shown as peak, never as
+    "≈5088 of 4917 GB/s" (issue 42 item 8), and the fake UI samples stay in range too."""
+    from doubles import fake_gpu_samples
+
+    fake = FakeNvml([FakeGpu(dram_bw=[0.0, 103.5, -0.2])])
+    sampler, events = make(fake)
+    for _ in range(3):
+        sampler.sample_once()
+    got = samples(events)
+    assert [s.bw_util_pct for s in got] == [100.0, 0.0]
+    assert got[0].est_gbps == pytest.approx(got[0].peak_gbps)
+    shown = [e for e in fake_gpu_samples(40) if isinstance(e, GpuSample)]
+    assert all(0 <= s.bw_util_pct <= 100 and s.est_gbps <= s.peak_gbps for s in shown)
+
+
 def test_gpm_supported_gives_dram_bandwidth_and_gbps():
     # First scripted value belongs to the priming sample; the next ones to each tick's interval.
     fake = FakeNvml([FakeGpu(dram_bw=[0.0, 25.0, 80.0])])

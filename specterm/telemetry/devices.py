@@ -233,7 +233,10 @@ def read_gpm_dram_bw(nvml: Any, target: Target) -> float | None:
     if metric.nvmlReturn != nvml.NVML_SUCCESS:
         return None
     value = float(metric.value)
-    return value if math.isfinite(value) else None
+    # NVML defines DRAM_BW_UTIL as a percentage of the theoretical peak, 0.0-100.0 (nvml.h), so a
+    # sample cannot exceed peak: a reading past 100 is the two samples' timing jitter, and the panel
+    # would print "≈5184 of 4800 GB/s". It is held to the defined range.
+    return min(max(value, 0.0), 100.0) if math.isfinite(value) else None
 
 
 def read_sample(nvml: Any, target: Target) -> dict[str, Any]:
