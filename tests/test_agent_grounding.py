@@ -41,6 +41,14 @@ from specterm.agent.grounding import ungrounded
             ["how many orders were placed between April and June 2025?", "45"],
             ["May 2025"],
         ),
+        # a year grounds a year, not an amount (issue 42 item 9: "2026.0" stated as a total, where the
+        # results held 2026 only as the year of a date)
+        ("The total was 2026.0.", ["total of orders this year?", "y\tcount(*)\n2026\t775"], ["2026.0"]),
+        ("The total was 2,026.", ["total in 2026?", "sum\n849.96"], ["2,026"]),
+        ("775 orders were placed in 2026.", ["orders per year?", "y\tcount(*)\n2026\t775"], []),
+        ("It came to 2026.00 in total.", ["sum of 2026-01-16's orders?", "sum\n849.96"], ["2026.00"]),
+        # a year-valued result that is a count still grounds it written as a count
+        ("There are 2026 rows.", ["how many rows?", "count(*)\n2026"], []),
         # no figures, nothing to check
         ("No deploys on Fridays or during a freeze.", ["Can we deploy on Fridays?"], []),
     ],

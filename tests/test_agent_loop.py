@@ -137,9 +137,17 @@ def test_loop_runs_several_steps_with_a_tool_and_ends(runs, name):
     # answers are noise, so only the bookkeeping is checked here: test_agent_grounding has the rule).
     from specterm.agent.grounding import ungrounded
 
+    # Which path the answer took (the model's own answer, or withheld behind a note of what failed)
+    # depends on the tiny pair's greedy tokens, and those differ between CPUs (float kernels differ by
+    # instruction set): the invariant is checked on whichever path it took. test_agent_withheld pins
+    # each path on a scripted model.
     answer = next(f for f in steps[1::2] if f.answer is not None)
     evidence = [QUESTIONS[name], *(e.content or e.error or "" for e in events if isinstance(e, ToolResult))]
-    assert answer.ungrounded == ungrounded(answer.answer, evidence)
+    said = answer.withheld if answer.withheld is not None else answer.answer
+    assert answer.ungrounded == ungrounded(said, evidence)
+    assert result.answer == answer.answer
+    if answer.withheld is not None:  # the shown answer is the agent's, and says what failed
+        assert answer.answer != answer.withheld and "could not answer" in answer.answer
 
 
 @pytest.mark.parametrize("name", list(QUESTIONS))
