@@ -11,7 +11,7 @@ printer mark the answer, ``replay --summary`` counts such answers, and the agent
 Evidence is the question and the tool results only: not the model's own call arguments (a query for
 February does not ground "February" in an answer about March) and not the retrieved examples (their
 numbers belong to other questions). Numbers compare by value at the answer's precision ("25.00"
-matches 25, "36.97" matches 36.966, "1,200" matches 1200). Dates: ISO dates (2026-03-01) and a month
+matches 25, "36.97" matches 36.966, "1,200" matches 1200); a year grounds only a figure written as a year. Dates: ISO dates (2026-03-01) and a month
 with a year ("March 2026", matched by "2026-03" in a result too). Names are not checked: telling a
 name the model made up from a word of the sentence needs more than a pattern.
 """
@@ -85,14 +85,28 @@ def _same(raw: str, value: float, known: float) -> bool:
     return abs(value - known) <= 0.5 * 10**-decimals + 1e-9
 
 
+_YEAR_FIGURE = re.compile(r"(19|20)\d\d")
+
+
+def _as_written_year(raw: str) -> bool:
+    """``raw`` could be a year as written: four digits, 1900..2099, no decimals, no separator."""
+    return _YEAR_FIGURE.fullmatch(raw) is not None
+
+
 def ungrounded(answer: str, evidence: Iterable[str]) -> list[str]:
-    """The figures and dates of ``answer`` found in no ``evidence`` text, in the answer's own words."""
+    """The figures and dates of ``answer`` found in no ``evidence`` text, in the answer's own words.
+
+    A year in the evidence (``2026`` from ``strftime('%Y', ...)`` or "orders in 2026") grounds only a
+    figure written as a year: "2026.0" or "2,026" is an amount, and a year does not ground it (a model
+    that copies the only number it saw into the total has invented the total)."""
     have_dates: set[str] = set()
     have_numbers: list[float] = []
+    have_years: list[float] = []
     for text in evidence:
         dates, rest = _dates(text or "")
         have_dates |= dates | _month_year_pairs(text or "")
-        have_numbers += [v for _, v in _numbers(rest)]
+        for raw, value in _numbers(rest):
+            (have_years if _as_written_year(raw) else have_numbers).append(value)
     out: list[str] = []
     for m in [*_ISO_DATE.finditer(answer), *_MONTH_YEAR.finditer(answer)]:
         dates, _ = _dates(m.group(0))
@@ -100,6 +114,7 @@ def ungrounded(answer: str, evidence: Iterable[str]) -> list[str]:
             out.append(m.group(0))
     _, rest = _dates(answer)
     for raw, value in _numbers(rest):
-        if not any(_same(raw, value, known) for known in have_numbers):
+        known = have_numbers + have_years if _as_written_year(raw) else have_numbers
+        if not any(_same(raw, value, k) for k in known):
             out.append(raw)
     return list(dict.fromkeys(out))
