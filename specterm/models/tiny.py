@@ -31,8 +31,8 @@ The quick brown fox jumps over the lazy dog. 0123456789 + - * / = < > ( ) [ ] { 
 
 
 def build_tokenizer(out_dir: Path, vocab_size: int = 512) -> None:
-    """The embedded pair's byte-level BPE recipe (``models.train``), on the built-in corpus."""
-    from specterm.models.train import build_tokenizer as train_tokenizer
+    """The embedded pair's byte-level BPE recipe (``models.training.train``), on the built-in corpus."""
+    from specterm.models.training.train import build_tokenizer as train_tokenizer
 
     train_tokenizer(CORPUS.splitlines() * 4, vocab_size).save_pretrained(str(out_dir))
 
@@ -139,7 +139,7 @@ def build_tiny_pair(
     }
     stamp_file = root / "build.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()).get("settings") == stamp:
-        from specterm.models.train import install_chat_template
+        from specterm.models.training.train import install_chat_template
 
         for d in (target_dir, draft_dir):  # a pair cached before the template existed
             install_chat_template(d)

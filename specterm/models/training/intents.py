@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from specterm.models.intent_base import (
+from specterm.models.training.intent_base import (
     COUNTRIES,
     METHODS,
     MONTHS,
@@ -31,9 +31,9 @@ from specterm.models.intent_base import (
     orders_of_product,
     sql,
 )
-from specterm.models.intents_broad import BROAD_SQL_INTENTS
-from specterm.models.intents_broad import SLOTS as BROAD_SLOTS
-from specterm.models.intents_broad import fill as fill_broad
+from specterm.models.training.intents_broad import BROAD_SQL_INTENTS
+from specterm.models.training.intents_broad import SLOTS as BROAD_SLOTS
+from specterm.models.training.intents_broad import fill as fill_broad
 
 SQL_INTENTS = [
     Intent(

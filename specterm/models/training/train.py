@@ -209,7 +209,7 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:  # noqa:
     import torch
     from transformers import LlamaForCausalLM
 
-    from specterm.models.corpus import generate
+    from specterm.models.training.corpus import generate
 
     torch.set_num_threads(s.threads)
     torch.use_deterministic_algorithms(True)
