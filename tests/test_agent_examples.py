@@ -1,5 +1,5 @@
 """Worked examples (``agent/examples.py``) and the intents the embedded pair is trained and judged
-on (``models/training/intents.py``): the held-out phrasings are apart from the training ones, every intent's
+on (``models/training/intents*.py``): the held-out phrasings are apart from the training ones, every intent's
 calls run on the real tools, examples load with one-line errors and are retrieved by meaning."""
 
 from __future__ import annotations
