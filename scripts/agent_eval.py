@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         metavar="N",
         help="N cases per agent in the held-out phrasings "
-        "(specterm.models.intents: never in the training corpus) instead of eval.toml",
+        "(specterm.models.training.intents: never in the training corpus) instead of eval.toml",
     )
     ap.add_argument(
         "--example-k",
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             box, tally, rows = ToolBox(agent), SpecTally(), []
             runner = AgentRunner(agent, engine, toolbox=box)
             if args.heldout:
-                from specterm.models.corpus import heldout_cases
+                from specterm.models.training.corpus import heldout_cases
 
                 cases = heldout_cases(name, args.heldout)[: args.limit]
             elif args.cases:

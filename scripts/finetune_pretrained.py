@@ -33,9 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specterm.engine.chat import PromptRenderer
-from specterm.models.corpus import Render, add_training_args, generate, training_options
 from specterm.models.smollm2_agent import LORA_TARGETS
-from specterm.models.train import _batch, encode
+from specterm.models.training.corpus import Render, add_training_args, generate, training_options
+from specterm.models.training.train import _batch, encode
 from specterm.paths import model_cache_dir
 
 

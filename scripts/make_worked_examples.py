@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Write the shipped agents' worked examples (``agents/<name>/examples.toml``).
 
-Drawn from the *training* phrasings of ``specterm.models.intents`` (never the held-out ones) with a
+Drawn from the *training* phrasings of ``specterm.models.training.intents`` (never the held-out ones) with a
 seed of their own, each example's calls run on the real tools. Deterministic: rerunning rewrites the
 same files. The embedded pair is trained with these retrieved into its prompts, so retrain
 (``specterm models train``) after changing them.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # then often the right call, to copy); ops_assistant's numbers cannot be covered, its intents can.
 SIZES = {"sql_analyst": 1200, "ops_assistant": 400}
 SEED = 4242
-# Then the question kinds the shipped pair was not trained on (models/intents_broad.py: top-N, joins,
+# Then the question kinds the shipped pair was not trained on (models/training/intents_broad.py: top-N, joins,
 # date ranges, anti-joins, none found), appended so the first pool stays as it was: the 135 M target
 # answers a new kind by copying a retrieved example of it.
 BROAD = {"sql_analyst": 600}
@@ -28,9 +28,9 @@ BROAD = {"sql_analyst": 600}
 
 def main() -> int:
     from specterm.agent.loader import find_agent
-    from specterm.models.corpus import worked_examples, write_examples
-    from specterm.models.intents import intents_for
-    from specterm.models.intents_broad import BROAD_SQL_INTENTS
+    from specterm.models.training.corpus import worked_examples, write_examples
+    from specterm.models.training.intents import intents_for
+    from specterm.models.training.intents_broad import BROAD_SQL_INTENTS
 
     for name, n in SIZES.items():
         examples = worked_examples(name, n, SEED)

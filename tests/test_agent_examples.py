@@ -1,5 +1,5 @@
 """Worked examples (``agent/examples.py``) and the intents the embedded pair is trained and judged
-on (``models/intents.py``): the held-out phrasings are apart from the training ones, every intent's
+on (``models/training/intents*.py``): the held-out phrasings are apart from the training ones, every intent's
 calls run on the real tools, examples load with one-line errors and are retrieved by meaning."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from specterm.errors import ConfigError
 @pytest.mark.parametrize("agent", ["sql_analyst", "ops_assistant"])
 def test_heldout_phrasings_never_appear_in_training(agent):
     from specterm.agent.tools import ToolBox
-    from specterm.models.intents import DOC_HELDOUT, DOC_TRAIN, Slots, intents_for, sample
+    from specterm.models.training.intents import DOC_HELDOUT, DOC_TRAIN, Slots, intents_for, sample
 
     for it in intents_for(agent):
         assert not set(it.train) & set(it.heldout), it.name
@@ -48,8 +48,8 @@ def test_rewording_keeps_every_entity_slot_and_its_unit():
     import re
     import string
 
-    from specterm.models.intents import OPS_INTENTS, SQL_INTENTS, rephrase
-    from specterm.models.intents_broad import BROAD_SQL_INTENTS
+    from specterm.models.training.intents import OPS_INTENTS, SQL_INTENTS, rephrase
+    from specterm.models.training.intents_broad import BROAD_SQL_INTENTS
 
     rng = random.Random(0)
     slots = lambda t: sorted(f for _, f, _, _ in string.Formatter().parse(t) if f)  # noqa: E731
@@ -69,8 +69,8 @@ def test_rewording_keeps_every_entity_slot_and_its_unit():
 def test_every_intent_runs_on_the_real_tools(agent):
     """Each intent, a few entities each: every call succeeds and the answer carries a value."""
     from specterm.agent.tools import ToolBox
-    from specterm.models.corpus import resolve
-    from specterm.models.intents import Case, Slots, intents_for
+    from specterm.models.training.corpus import resolve
+    from specterm.models.training.intents import Case, Slots, intents_for
 
     a = load_agent(agent)
     box = ToolBox(a)
@@ -98,8 +98,8 @@ def test_docs_answers_quote_the_sentence_that_answers():
     wherever the result shows it; word overlap alone quoted another sentence for half the training
     questions (kept as the default: the shipped embedded pair was trained on it)."""
     from specterm.agent.tools import ToolBox
-    from specterm.models.corpus import resolve
-    from specterm.models.intents import DOC_TRAIN, OPS_INTENTS, Case, search_query
+    from specterm.models.training.corpus import resolve
+    from specterm.models.training.intents import DOC_TRAIN, OPS_INTENTS, Case, search_query
 
     a = load_agent("ops_assistant")
     box = ToolBox(a)
@@ -122,7 +122,7 @@ def test_slipped_queries_fail_on_the_real_database_and_only_the_fix_is_trained()
     """``recover_rate``: a transcript starts with a slipped query (an SQLite or schema mistake,
     entities untouched), the real error, then the right query; the slip is not a trained span.
     Off (the default), the corpus is what it was: the shipped embedded pair's ``models train``."""
-    from specterm.models.corpus import generate, slip
+    from specterm.models.training.corpus import generate, slip
 
     rng = random.Random(0)
     sql = "SELECT round(avg(price), 2) FROM products WHERE category = 'price avg('"
@@ -149,7 +149,7 @@ def test_contrast_examples_call_the_same_tool_with_other_arguments():
     be copied from them. Off (the default), retrieval is the nearest examples, as before."""
     import json
 
-    from specterm.models.corpus import _shape, contrasts, generate
+    from specterm.models.training.corpus import _shape, contrasts, generate
 
     plain, contrast = generate(5, 0, 40, example_k=2), generate(5, 0, 40, example_k=2, contrast_rate=1.0)
     assert generate(5, 0, 40, example_k=2, contrast_rate=0.0) == plain
@@ -173,7 +173,7 @@ def test_contrast_examples_call_the_same_tool_with_other_arguments():
 def test_lower_case_questions_keep_the_datas_spelling_in_the_calls():
     """``lower_rate``: questions typed all in lower case, entities too; the calls still name the
     data's values. Off (the default), the corpus is unchanged."""
-    from specterm.models.corpus import generate
+    from specterm.models.training.corpus import generate
 
     plain = generate(3, 30, 0, example_k=0)
     assert generate(3, 30, 0, example_k=0, lower_rate=0.0) == plain
@@ -188,7 +188,7 @@ def test_intent_weights_bring_in_the_cheapest_product_plan():
     """``weights`` overrides intent weights by name: ``orders_for_min_product`` (weight 0, so not in
     the default corpus) is two dependent queries, the second naming the first one's product."""
     from specterm.agent.tools import ToolBox
-    from specterm.models.corpus import generate, parse_weight
+    from specterm.models.training.corpus import generate, parse_weight
 
     assert "orders_for_min_product" not in {t.intent for t in generate(3, 60, 0, example_k=0)}
     weighted = generate(3, 20, 0, example_k=0, weights={"orders_for_min_product": 1e9})
@@ -208,7 +208,7 @@ def test_intent_weights_bring_in_the_cheapest_product_plan():
 
 
 def test_heldout_cases_carry_gold_from_the_data():
-    from specterm.models.corpus import heldout_cases
+    from specterm.models.training.corpus import heldout_cases
 
     sql = heldout_cases("sql_analyst", 40)
     assert len({c["question"] for c in sql}) == 40
@@ -276,7 +276,7 @@ def test_the_natural_question_sets_are_in_no_training_phrasing_nor_example(name)
     import tomllib
 
     from specterm.agent.tools import ToolBox
-    from specterm.models.intents import Slots, intents_for, sample
+    from specterm.models.training.intents import Slots, intents_for, sample
 
     a = load_agent("sql_analyst")
     cases = tomllib.loads((a.path / name).read_text())["case"]
@@ -306,8 +306,8 @@ def test_date_ranges_say_the_months_their_bounds_cover():
     """``intents_broad.date_range``: the words and the month bounds agree (a quarter is its three
     months, a half its six, "from April to June" April to June, "during April" April, a year all twelve) and stay where the
     data is (orders 2025-01..2026-10; a year may be 2024, where the answer is none)."""
-    from specterm.models.intent_base import MONTHS
-    from specterm.models.intents_broad import date_range
+    from specterm.models.training.intent_base import MONTHS
+    from specterm.models.training.intents_broad import date_range
 
     rng = random.Random(3)
     seen = set()
@@ -343,8 +343,8 @@ def test_the_broad_kinds_leave_the_default_corpus_as_it_was():
     """The broad intents weigh 0: ``sample`` with default weights never draws one, so the default
     corpus (the embedded pair's recipe) and the held-out evaluation are unchanged."""
     from specterm.agent.tools import ToolBox
-    from specterm.models.intents import Slots, sample
-    from specterm.models.intents_broad import BROAD_SQL_INTENTS
+    from specterm.models.training.intents import Slots, sample
+    from specterm.models.training.intents_broad import BROAD_SQL_INTENTS
 
     a = load_agent("sql_analyst")
     slots, rng = Slots(ToolBox(a).db()), random.Random(0)

@@ -22,7 +22,7 @@ QUESTIONS = [
 
 def test_quick_training_is_reproducible(tmp_path):
     pytest.importorskip("torch")
-    from specterm.models.train import QUICK, train_pair
+    from specterm.models.training.train import QUICK, train_pair
 
     a = train_pair(tmp_path / "a", QUICK, log=lambda m: None)
     b = train_pair(tmp_path / "b", QUICK, log=lambda m: None)
@@ -34,7 +34,7 @@ def test_quick_training_is_reproducible(tmp_path):
 
 
 def test_corpus_calls_are_compact_json_and_multistep():
-    from specterm.models.corpus import generate
+    from specterm.models.training.corpus import generate
 
     ts = generate(seed=1, n_sql=30, n_ops=10)
     assert max(len(t.calls) for t in ts) >= 4  # list_tables → describe_table → query_sql → answer
@@ -51,7 +51,7 @@ def test_corpus_in_a_models_own_chat_format(tmp_path):
     from transformers import AutoTokenizer
 
     from specterm.engine.chat import PromptRenderer
-    from specterm.models.corpus import Render, generate
+    from specterm.models.training.corpus import Render, generate
 
     template = tmp_path / "chatml.jinja"
     template.write_text(

@@ -119,7 +119,7 @@ def build_chat(
 def agent_chat_template() -> str:
     """The Jinja chat template of the agent format (shipped with the embedded and tiny pairs).
 
-    This file is the template's one source. A model directory built from it (``models/train.py``)
+    This file is the template's one source. A model directory built from it (``models/training/train.py``)
     gets its own copy, ``chat_template.jinja`` next to the tokenizer, because a model directory must
     carry its tokenizer files; ``tests/test_chat_templates.py`` checks the shipped pair's copies."""
     from pathlib import Path

@@ -149,7 +149,8 @@ def train_handler(args: argparse.Namespace) -> int:
         import transformers  # noqa: F401
     except ImportError:
         raise EngineUnavailable(f"training needs torch and transformers: {ENGINE_EXTRA_HINT}") from None
-    from specterm.models.train import QUICK, Settings, train_pair
+    # Here, not at the top: the training room (corpora, intents) is opened only to train.
+    from specterm.models.training.train import QUICK, Settings, train_pair
 
     settings = replace(QUICK if args.quick else Settings(), seed=args.seed)
     out = args.out or Path("embedded-pair")

@@ -120,7 +120,7 @@ def ensure_default_pair(log: Callable[[str], None] = print) -> Pair:
 
 
 TRAINED_FOR = ("sql_analyst", "ops_assistant")
-"""The agents whose transcripts the local pairs learned (``models/corpus.py``): all they know."""
+"""The agents whose transcripts the local pairs learned (``models/training/corpus.py``): all they know."""
 GENERAL_MODEL_HINT = (
     "a general instruct model that calls tools, e.g. the Qwen2.5-Coder 1.5B/0.5B pair "
     "(scripts/fetch_qwen_pair.py): --target DIR --draft DIR"

@@ -31,8 +31,9 @@ The quick brown fox jumps over the lazy dog. 0123456789 + - * / = < > ( ) [ ] { 
 
 
 def build_tokenizer(out_dir: Path, vocab_size: int = 512) -> None:
-    """The embedded pair's byte-level BPE recipe (``models.train``), on the built-in corpus."""
-    from specterm.models.train import build_tokenizer as train_tokenizer
+    """The embedded pair's byte-level BPE recipe (``models.training.train``), on the built-in corpus."""
+    # Lazily: only building a pair needs the training room; locating a built one never opens it.
+    from specterm.models.training.train import build_tokenizer as train_tokenizer
 
     train_tokenizer(CORPUS.splitlines() * 4, vocab_size).save_pretrained(str(out_dir))
 
@@ -112,6 +113,20 @@ def _train(model, ids, *, steps: int, seed: int, batch: int = 16, seq: int = 64,
     return float(loss.detach())
 
 
+def install_chat_template(model_dir: Path) -> bool:
+    """Write (or refresh) the agent format's chat template into a model directory built here; True
+    when the file changed. Lets a cached pair pick up the template without retraining (or opening
+    the training room: it lives here, beside its one caller, not in ``training.train``)."""
+    from specterm.agent.prompt import agent_chat_template
+
+    path = Path(model_dir) / "chat_template.jinja"
+    text = agent_chat_template()
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
 def build_tiny_pair(
     root: Path,
     *,
@@ -139,8 +154,6 @@ def build_tiny_pair(
     }
     stamp_file = root / "build.json"
     if stamp_file.exists() and json.loads(stamp_file.read_text()).get("settings") == stamp:
-        from specterm.models.train import install_chat_template
-
         for d in (target_dir, draft_dir):  # a pair cached before the template existed
             install_chat_template(d)
         return target_dir, draft_dir

@@ -93,17 +93,6 @@ def build_tokenizer(texts: list[str], vocab_size: int, split_digits: bool = Fals
     return out
 
 
-def install_chat_template(model_dir: Path) -> bool:
-    """Write (or refresh) the agent format's chat template into a model directory built by this
-    package; True when the file changed. Lets a cached pair pick up the template without retraining."""
-    path = Path(model_dir) / "chat_template.jinja"
-    text = agent_chat_template()
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
-    path.write_text(text, encoding="utf-8")
-    return True
-
-
 def encode(tokenizer, transcripts) -> list[tuple[list[int], list[int]]]:
     """(input ids, labels) per transcript; labels are -100 outside the calls."""
     out = []
@@ -209,7 +198,7 @@ def train_pair(out: Path, s: Settings = Settings(), log=print) -> dict:  # noqa:
     import torch
     from transformers import LlamaForCausalLM
 
-    from specterm.models.corpus import generate
+    from specterm.models.training.corpus import generate
 
     torch.set_num_threads(s.threads)
     torch.use_deterministic_algorithms(True)

@@ -46,7 +46,7 @@ from specterm.agent.loader import load_agent
 from specterm.agent.prompt import build_chat, call_key_for, render_prompt
 from specterm.agent.tools import ToolBox
 from specterm.events import Passage
-from specterm.models.intents import Case, Slots, add_typo, intents_for, sample
+from specterm.models.training.intents import Case, Slots, add_typo, intents_for, sample
 
 if TYPE_CHECKING:
     from specterm.engine.chat import PromptRenderer
@@ -76,7 +76,7 @@ def _pick_sentence(question: str, passage: str, answer_words: tuple[str, ...] | 
     when none does, the one sharing most words with the question. Word overlap alone picks a
     sentence that does not answer for half the training questions ("Can we deploy on a Friday?" →
     the canary sentence: "deploy" matches, "deploys"/"fridays" do not)."""
-    from specterm.models.intents import STOP
+    from specterm.models.training.intents import STOP
 
     words = {w for w in re.findall(r"\w+", question.lower()) if w not in STOP}
     sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", passage.split(": ", 1)[-1]) if s.strip()]

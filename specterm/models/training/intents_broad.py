@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from specterm.models.intent_base import MONTHS, PAY_STATUS, Intent, sql
+from specterm.models.training.intent_base import MONTHS, PAY_STATUS, Intent, sql
 
 NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 ORDINALS = ["first", "second", "third", "fourth"]

@@ -1,6 +1,6 @@
 """The parts every intent list is written with: the ``Intent`` record, call builders (``sql``, ``look_first``)
-and the shop's entities (countries, statuses, methods, months). Below ``intents`` and ``intents_broad`` so
-that both can use them without importing each other."""
+and the shop's entities (countries, statuses, methods, months). Below ``intents_sql``, ``intents_ops`` and
+``intents_broad`` so that each can use them without importing another, and below ``intents``, which samples them."""
 
 from __future__ import annotations
 
