@@ -42,11 +42,20 @@ RECORD = {
     "required": ["customer", "status", "items"],
     "additionalProperties": False,
 }
+STATUS = {
+    "type": "object",
+    "properties": {"status": {"enum": ["placed", "shipped", "refunded"]}},
+    "required": ["status"],
+    "additionalProperties": False,
+}
+"""At most 21 characters, so at most 21 tokens: it finishes within ``max_tokens`` whatever the
+model picks (the others may be cut, depending on the tokens the tiny pair takes on this CPU)."""
 REQUESTS = [
     ("Call a tool:", TOOL),
     ('{"tool": "query_sql", "arguments": {"sql": "SELECT', TOOL),
     ("The customer bob placed 12 refunds with", RECORD),
     ("SELECT name, total FROM orders WHERE", RECORD),
+    ("The order was", STATUS),
 ]
 PLAIN = ["The customer alice placed", "Runbook: if the payments queue backs up,"]
 K = 4
@@ -87,10 +96,14 @@ def test_greedy_output_is_token_identical_to_target_only(runs):
     for i, ((f_t, s_t, _), (f_g, s_g, _)) in enumerate(zip(runs["target"], runs["grammar"])):
         assert _ids(s_g) == _ids(s_t), f"request {i}"
         assert f_g.text == f_t.text
-    done = [(schema, f) for (_, schema), (f, _, _) in zip(REQUESTS, runs["grammar"]) if f.finish_reason == "stop"]
-    assert done, "no structured request finished within max_tokens"
-    for schema, finished in done:
-        jsonschema.validate(json.loads(finished.text), schema)
+    # Each structured request either finished under its grammar or was cut at max_tokens; which of
+    # them are cut depends on the tokens taken, but STATUS always finishes.
+    for (_, schema), (finished, _, _) in zip(REQUESTS, runs["grammar"]):
+        if finished.finish_reason == "stop":
+            jsonschema.validate(json.loads(finished.text), schema)
+        else:
+            assert finished.finish_reason == "length" and finished.output_tokens == 48, finished
+    assert runs["grammar"][REQUESTS.index(("The order was", STATUS))][0].finish_reason == "stop"
 
 
 def test_verdicts_reconcile_with_vllms_counters(runs):

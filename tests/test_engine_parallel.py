@@ -161,9 +161,11 @@ def test_tp2_greedy_output_is_token_identical_to_tp1(by_tp):
 @pytest.mark.parametrize("tp", [1, 2])
 def test_verdicts_reconcile_with_vllms_counters(by_tp, tp):
     runs, _ = by_tp[tp]
-    for _ids, counters in runs:
+    for ids, counters in runs:
         assert len(counters) == 1 and counters[0].matched, counters
-        assert counters[0].ours["draft_tokens"] > 0
+        # drafting starts after the prefill's token: an output that ended there (EOS, which the pair
+        # could pick on another CPU) drafted nothing
+        assert counters[0].ours["draft_tokens"] > 0 or len(ids) == 1, (ids, counters)
 
 
 @pytest.mark.engine
