@@ -40,7 +40,12 @@ from specterm.engine.parallel import check_executor, check_pipeline_parallel, pr
 from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
 from specterm.engine.verdicts import StepAssembler, StepRecord, reconcile, report_check, spec_counters
-from specterm.engine.vllm_internals import engine_scheduler, shutdown_engine, work_around_kernel_scan_crash
+from specterm.engine.vllm_internals import (
+    engine_args,
+    engine_scheduler,
+    shutdown_engine,
+    work_around_kernel_scan_crash,
+)
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import Error, RequestFinished, RequestStarted, Sink
 
@@ -84,7 +89,7 @@ def _one_line(err: BaseException) -> str:
 
 def default_max_model_len(target: str) -> int | None:
     """The model's own context (``config.json``), capped at ``DEFAULT_MAX_MODEL_LEN``; ``None`` for a
-    hub id (vLLM reads its config)."""
+    hub id (only vLLM reads its config: ``_engine_args`` has vLLM apply the same cap)."""
     import json
     from pathlib import Path
 
@@ -115,8 +120,6 @@ turn's time goes"). CUDA's default is already 16. ``extra_engine_args`` can stil
 
 
 def _engine_args(config: EngineConfig):
-    from vllm import EngineArgs
-
     build = vllm_build()
     kwargs: dict[str, Any] = dict(
         model=config.target,
@@ -154,7 +157,8 @@ def _engine_args(config: EngineConfig):
             # the CPU build never schedules asynchronously, CUDA may.
             kwargs["async_scheduling"] = False
     kwargs.update(config.extra_engine_args)
-    return EngineArgs(**kwargs)
+    # Where the context is still unknown (a hub id), vLLM caps the model's own at the default.
+    return engine_args(kwargs, context_cap=DEFAULT_MAX_MODEL_LEN)
 
 
 def validate_config(c: EngineConfig) -> None:

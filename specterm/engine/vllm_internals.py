@@ -15,6 +15,9 @@ draft proposer whose class ``install_draft_hooks`` swaps (its overrides live her
 
 Reached (``owner`` then its ``.attributes``: why; who uses it):
 
+* ``vllm.engine.arg_utils.EngineArgs`` ``.create_model_config`` ``.max_model_len``,
+  ``vllm.config.ModelConfig`` ``.max_model_len``: the default context cap (``engine_args``) for a model
+  whose config only vLLM reads (a hub id): the model's own context, capped, as vLLM derives it.
 * ``vllm.v1.engine.llm_engine.LLMEngine`` ``.engine_core``: the engine-core client; with
   ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` an ``InprocClient`` (``engine_scheduler``, ``shutdown_engine``).
 * ``vllm.v1.engine.core_client.InprocClient`` ``.engine_core`` ``.shutdown``: the EngineCore running
@@ -95,6 +98,35 @@ VLLM_VERSION = "0.32.0"
 """The vLLM every entry above was read from (pyproject.toml pins it)."""
 
 # -- the in-process engine -------------------------------------------------------------------------
+
+
+def engine_args(kwargs: dict[str, Any], *, context_cap: int | None = None) -> Any:
+    """vLLM's ``EngineArgs(**kwargs)``. Without a ``max_model_len`` and with ``context_cap``, the
+    context is the model's own capped at ``context_cap``: vLLM derives the model's own when it builds
+    the model config (reading it from the hub for a hub id), so the cap is applied there, by building
+    that config again with ``max_model_len=context_cap`` when the model's own is longer (vLLM refuses
+    a ``max_model_len`` above the model's own, so the cap cannot simply be passed). An explicit
+    ``max_model_len`` is left as it is."""
+    args = _capped_engine_args_class()(**kwargs)
+    args.context_cap = context_cap
+    return args
+
+
+@functools.cache
+def _capped_engine_args_class() -> type:
+    from vllm import EngineArgs
+
+    class CappedEngineArgs(EngineArgs):
+        context_cap: int | None = None  # set on the instance; not a dataclass field (not decorated)
+
+        def create_model_config(self):
+            model_config = super().create_model_config()
+            if self.max_model_len is None and self.context_cap and model_config.max_model_len > self.context_cap:
+                self.max_model_len = self.context_cap
+                model_config = super().create_model_config()
+            return model_config
+
+    return CappedEngineArgs
 
 
 def engine_scheduler(engine: Any) -> Any:
