@@ -24,6 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.engine
 openai = pytest.importorskip("openai")
+SCHEDULER_CLS = "specterm.engine.publish.PublishingScheduler"
 
 NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4})
 PROMPTS = [
@@ -54,17 +55,30 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, model: str, tmp: Path, name: str, *, spec: bool, env: dict | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        tmp: Path,
+        name: str,
+        *,
+        spec: bool,
+        env: dict | None = None,
+        extra: tuple[str, ...] = (),
+        plain_vllm: bool = False,
+    ) -> None:
+        """``extra``: more vLLM flags. ``plain_vllm``: started as a user's own ``vllm serve`` with the
+        scheduler flag and ``SPECTERM_PUBLISH`` (not through ``specterm vllm-serve``, which refuses
+        an address another server holds before vLLM starts)."""
         self.model, self.sock, self.port = model, tmp / f"{name}.sock", _free_port()
         self.log = tmp / f"{name}.log"
+        head = ["specterm", "vllm-serve", model, "--publish", str(self.sock)]
+        if plain_vllm:
+            head = ["vllm.entrypoints.openai.api_server", "--model", model, "--scheduler-cls", SCHEDULER_CLS]
+            env = {"SPECTERM_PUBLISH": str(self.sock), **(env or {})}
         argv = [
             sys.executable,
             "-m",
-            "specterm",
-            "vllm-serve",
-            model,
-            "--publish",
-            str(self.sock),
+            *head,
             "--host",
             "127.0.0.1",
             "--port",
@@ -84,6 +98,7 @@ class Server:
         ]  # for tools= with tool_choice
         if spec:
             argv += ["--speculative-config", NGRAM]
+        argv += list(extra)
         # vLLM's own cache (model info, compile cache) goes to the module's temp dir, not ~/.cache/vllm
         full_env = {
             **os.environ,

@@ -164,6 +164,18 @@ def hello_from(vllm_config: Any) -> wire.Hello:
     )
 
 
+def dp_index(parallel_config: Any) -> int:
+    """This EngineCore's data-parallel rank. vLLM 0.32 reconfigures every rank of a dense (non-MoE)
+    model as an independent DP = 1 engine (``v1/engine/core.py``, ``reconfigure_for_independent_dp_rank``),
+    so ``data_parallel_rank`` is 0 on every rank there; ``data_parallel_index`` keeps the original rank
+    ("not overridden for dense models", ``config/parallel.py``). Reading the rank made rank 1 bind rank
+    0's socket and take the whole server down (issue 45)."""
+    index = getattr(parallel_config, "data_parallel_index", None)
+    if index is None:
+        index = getattr(parallel_config, "data_parallel_rank", 0)
+    return int(index or 0)
+
+
 class PublishingScheduler(CapturingScheduler):
     """``CapturingScheduler`` that publishes each step's records to ``specterm attach`` (module doc)."""
 
@@ -177,14 +189,20 @@ class PublishingScheduler(CapturingScheduler):
         addr = os.environ.get(wire.ENV_ADDR, "")
         if wire.publishing_off(addr):
             return
-        buffer = int(os.environ.get(wire.ENV_BUFFER) or wire.DEFAULT_BUFFER)
-        rank = getattr(self.vllm_config.parallel_config, "data_parallel_rank", 0) or 0
-        self.publisher = Publisher(
-            wire.for_rank(wire.endpoint(addr or None), rank),
-            os.environ.get(wire.ENV_TOKEN) or None,
-            hello_from(self.vllm_config),
-            buffer,
-        )
+        rank = dp_index(self.vllm_config.parallel_config)
+        try:
+            buffer = int(os.environ.get(wire.ENV_BUFFER) or wire.DEFAULT_BUFFER)
+            self.publisher = Publisher(
+                wire.for_rank(wire.endpoint(addr or None), rank),
+                os.environ.get(wire.ENV_TOKEN) or None,
+                hello_from(self.vllm_config),
+                buffer,
+            )
+        except Exception as err:  # noqa: BLE001 - the publisher must never be why a server fails to start
+            why = " ".join(str(err).split())  # one line in the server's log, whatever the error
+            who = f"data-parallel rank {rank}'s" if rank else "this engine's"
+            log.warning("specterm: %s verdicts are not published (%s: %s)", who, type(err).__name__, why)
+            return
         atexit.register(self.publisher.close, "server exited")
         log.warning(
             "specterm: publishing verdicts on %s; watch with: specterm attach %s",

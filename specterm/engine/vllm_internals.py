@@ -55,7 +55,8 @@ Reached (``owner`` then its ``.attributes``: why; who uses it):
   constrain (``grammar_applies``).
 * ``vllm.v1.structured_output.backend_xgrammar.XgrammarBackend`` ``.vocab_size``: as above.
 * ``vllm.config.VllmConfig`` ``.parallel_config`` ``.model_config`` ``.speculative_config``,
-  ``vllm.config.ParallelConfig`` ``.data_parallel_rank``, ``vllm.config.ModelConfig``
+  ``vllm.config.ParallelConfig`` ``.data_parallel_index`` ``.data_parallel_rank`` (the index: a dense
+  model's ranks all have rank 0, ``publish.dp_index``), ``vllm.config.ModelConfig``
   ``.served_model_name`` ``.model`` ``.tokenizer``, ``vllm.config.SpeculativeConfig`` ``.method``
   ``.num_speculative_tokens``: the publisher's address per rank and its hello (publish.py).
 * ``vllm.v1.worker.gpu_worker.Worker`` ``.model_runner``: the worker's model runner (the CPU worker
