@@ -33,7 +33,7 @@ from typing import Any
 from specterm import __version__
 from specterm.engine import wire
 from specterm.engine.base import SessionClock
-from specterm.engine.verdicts import StepAssembler, StepRecord
+from specterm.engine.verdicts import StepAssembler, StepRecord, vllm_totals
 from specterm.errors import ConfigError
 from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink
 from specterm.paths import portable
@@ -354,13 +354,8 @@ class Attach:
 
     def totals(self) -> dict[str, int]:
         """Drafts, draft tokens and accepted over every request seen, counted as vLLM's spec-decode
-        counters count them (``StepRecord.padding`` added back): comparable with ``/metrics``."""
-        out = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
-        for a in self.assemblers:
-            out["drafts"] += a.stats.drafts + a.padding[0]
-            out["draft_tokens"] += a.stats.draft_tokens + a.padding[1]
-            out["accepted"] += a.stats.accepted
-        return out
+        counters count them (``verdicts.vllm_totals``): comparable with ``/metrics``."""
+        return vllm_totals(self.assemblers)
 
 
 class RecordingSink:
