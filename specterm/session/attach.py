@@ -80,11 +80,17 @@ def read_sidecar(path: Path) -> wire.Hello | None:
         hello = None
     version = hello.version if hello else wire.msgspec.json.decode(data).get("version")
     if version != wire.WIRE_VERSION:
-        raise AttachError(
-            f"the server at {path} publishes event version {version}; this specterm reads "
-            f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
-        )
+        raise _version_mismatch(path, version)
     return hello
+
+
+def _version_mismatch(server: object, version: object) -> AttachError:
+    """What a viewer says of a server on another wire version, whether its sidecar (before
+    connecting) or its first message (a server started later) tells."""
+    return AttachError(
+        f"the server at {server} publishes event version {version}; this specterm reads "
+        f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
+    )
 
 
 @dataclass
@@ -209,10 +215,7 @@ class Attach:
         try:
             msg = wire.decode(payload)
         except wire.VersionMismatch as err:
-            raise AttachError(
-                f"the server at {self.addr} publishes event version {err}; this specterm reads "
-                f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
-            ) from None
+            raise _version_mismatch(self.addr, err) from None
         except (wire.msgspec.DecodeError, wire.msgspec.ValidationError) as err:  # garbage: say so, go on
             self._warn(f"skipped a message this specterm cannot read ({err})")
             return
