@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from specterm.cli.common import add_engine_args, add_generation_args, engine_config_from_args
+from specterm.cli.progress import run_progress
 from specterm.errors import ConfigError, EngineUnavailable
 
 DEFAULT_METHODS = ("draft_model", "ngram")
@@ -118,8 +119,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def load_sweep(args: argparse.Namespace, base, console) -> int:
     """``bench --concurrency``: each level on target-only and each speculative configuration."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from specterm.bench.load import LoadSweep, summarize
     from specterm.bench.load_report import show, write_load_svg
     from specterm.bench.report import write_json
@@ -149,17 +148,8 @@ def load_sweep(args: argparse.Namespace, base, console) -> int:
         repeats=args.repeats,
         request_params=(getattr(args, "request_params", None) or {}).get(name),
     )
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("starting", total=sweep.total_runs)
-        sweep.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
+    with run_progress(console, sweep.total_runs) as progress:
+        sweep.run(progress)
     results = summarize(sweep.runs)
     title = (
         f"workload {name} under load: {len(prompts)} prompts, max(prompts, 2 × level) requests per run, "
@@ -291,8 +281,6 @@ def _specs(args: argparse.Namespace, base) -> list:
 
 
 def bench(args: argparse.Namespace, base, console) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from specterm.bench.report import (
         acceptance_table,
         results_table,
@@ -324,17 +312,8 @@ def bench(args: argparse.Namespace, base, console) -> int:
         suffix_cold=args.suffix_cold,
         request_params=getattr(args, "request_params", None),
     )
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("starting", total=runner.total_requests)
-        runner.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
+    with run_progress(console, runner.total_requests) as progress:
+        runner.run(progress)
     meta = _meta(base, args, workloads)
     out: dict[str, Any] = {"meta": meta, "workloads": {}}
     per_workload = {}
