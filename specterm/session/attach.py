@@ -35,7 +35,7 @@ from specterm.engine import wire
 from specterm.engine.base import SessionClock
 from specterm.engine.verdicts import StepAssembler, StepRecord, vllm_totals
 from specterm.errors import ConfigError
-from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink
+from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink, Speculation
 from specterm.paths import portable
 
 START_HINT = (
@@ -232,10 +232,7 @@ class Attach:
         if old is None:
             models = {"target": portable(hello.model), "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
             if hello.spec:
-                models |= {
-                    "method": hello.spec.get("method"),
-                    "num_speculative_tokens": hello.spec.get("num_speculative_tokens"),
-                }
+                models |= Speculation.model_validate(hello.spec).model_dump()
             self.sink(
                 SessionStarted(
                     t=self.clock(),
