@@ -65,13 +65,25 @@ class Token(BaseModel):
     """An accepted draft the grammar proposed (its forced run), not the draft model (grammar drafting)."""
 
 
+class Speculation(BaseModel):
+    """How a session speculates, as ``SessionStarted.models`` records it (``EngineConfig.models_summary``)
+    and a publishing server's hello carries it (``wire.Hello.spec``, read by ``attach``): written through
+    this model only, so k's key, ``num_speculative_tokens`` (vLLM's name), is spelt once."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    method: str | None = None
+    """``"none"`` in a target-only session's header."""
+    num_speculative_tokens: int | None = None
+    """k: draft tokens per step (0 target-only)."""
+
+
 class SessionStarted(BaseEvent):
     type: Literal["session_started"] = "session_started"
     format_version: int = FORMAT_VERSION
     specterm_version: str = ""
     config: dict[str, Any] = Field(default_factory=dict)
     models: dict[str, Any] = Field(default_factory=dict)
-    """target, draft, method, num_speculative_tokens, dtype ..."""
+    """target, draft, ``Speculation``'s fields, dtype ..."""
     agent: str | None = None
     host: str = ""
 

@@ -10,7 +10,8 @@ import shlex
 import sys
 from typing import Any
 
-from specterm.cli.common import add_engine_args, add_generation_args, engine_config_from_args
+from specterm.cli.common import add_engine_args, add_generation_args, engine_config_from_args, field_bounds
+from specterm.cli.progress import run_progress
 from specterm.errors import ConfigError, EngineUnavailable
 
 DEFAULT_METHODS = ("draft_model", "ngram")
@@ -45,8 +46,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="send raw text prefixes to complete instead of conversations (no chat template)",
     )
-    p.add_argument("--methods", help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})")
-    p.add_argument("--k", dest="ks", help=f"comma list of draft lengths (default {','.join(map(str, DEFAULT_KS))})")
+    # One flag each for the methods and the draft lengths swept; the engine's single-value spellings
+    # (--method, -k, --num-speculative-tokens) are their aliases here, shown once in --help.
+    p.add_argument(
+        "--methods",
+        "--method",
+        metavar="LIST",
+        help=f"comma list of speculation methods (default {','.join(DEFAULT_METHODS)})",
+    )
+    lo, hi = field_bounds("num_speculative_tokens")
+    p.add_argument(
+        "--k",
+        "-k",
+        "--num-speculative-tokens",
+        dest="ks",
+        metavar="LIST",
+        help=f"comma list of draft lengths, each {lo}..{hi} (default {','.join(map(str, DEFAULT_KS))})",
+    )
     p.add_argument("--repeats", type=int, default=3, help="rounds per configuration (default %(default)s)")
     add_generation_args(
         p,
@@ -79,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="instead: check draft = target accepts ≈100%% and greedy output is lossless",
     )
     p.add_argument("--temperatures", default="0,1", help="temperatures for --sanity (default %(default)s)")
-    add_engine_args(p)
+    add_engine_args(p, method_and_k=False)
     p.set_defaults(func=handle)
 
 
@@ -118,8 +134,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def load_sweep(args: argparse.Namespace, base, console) -> int:
     """``bench --concurrency``: each level on target-only and each speculative configuration."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from specterm.bench.load import LoadSweep, summarize
     from specterm.bench.load_report import show, write_load_svg
     from specterm.bench.report import write_json
@@ -149,17 +163,8 @@ def load_sweep(args: argparse.Namespace, base, console) -> int:
         repeats=args.repeats,
         request_params=(getattr(args, "request_params", None) or {}).get(name),
     )
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("starting", total=sweep.total_runs)
-        sweep.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
+    with run_progress(console, sweep.total_runs) as progress:
+        sweep.run(progress)
     results = summarize(sweep.runs)
     title = (
         f"workload {name} under load: {len(prompts)} prompts, max(prompts, 2 × level) requests per run, "
@@ -271,12 +276,13 @@ def _request_file(args: argparse.Namespace, renderer, console) -> list:
 def _specs(args: argparse.Namespace, base) -> list:
     from specterm.bench.runner import METHODS, plan
 
-    methods = _list(args.methods, (args.method,) if args.method else DEFAULT_METHODS, str, "--methods")
-    ks = _list(args.ks, (args.num_speculative_tokens,) if args.num_speculative_tokens else DEFAULT_KS, int, "--k")
+    methods = _list(args.methods, DEFAULT_METHODS, str, "--methods")
+    ks = _list(args.ks, DEFAULT_KS, int, "--k")
     if bad := [m for m in methods if m not in METHODS]:
         raise ConfigError(f"bad --methods: {bad[0]!r}; bench supports {', '.join(METHODS)}")
-    if bad := [k for k in ks if not 1 <= k <= 16]:
-        raise ConfigError(f"bad --k: {bad[0]} (each must be 1..16)")
+    lo, hi = field_bounds("num_speculative_tokens")
+    if bad := [k for k in ks if not lo <= k <= hi]:
+        raise ConfigError(f"bad --k: {bad[0]} (each must be {lo}..{hi})")
     if any(m.startswith("draft_model") for m in methods) and not base.draft:
         raise ConfigError("method draft_model needs a draft model (--draft PATH)")
     if "suffix" in methods:
@@ -291,8 +297,6 @@ def _specs(args: argparse.Namespace, base) -> list:
 
 
 def bench(args: argparse.Namespace, base, console) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from specterm.bench.report import (
         acceptance_table,
         results_table,
@@ -324,17 +328,8 @@ def bench(args: argparse.Namespace, base, console) -> int:
         suffix_cold=args.suffix_cold,
         request_params=getattr(args, "request_params", None),
     )
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("starting", total=runner.total_requests)
-        runner.run(lambda desc, advance: progress.update(task, description=desc, advance=advance))
+    with run_progress(console, runner.total_requests) as progress:
+        runner.run(progress)
     meta = _meta(base, args, workloads)
     out: dict[str, Any] = {"meta": meta, "workloads": {}}
     per_workload = {}

@@ -24,7 +24,16 @@ def _default(field: str):
     return EngineConfig.model_fields[field].default
 
 
-def add_engine_args(p: argparse.ArgumentParser) -> None:
+def field_bounds(field: str) -> tuple[float, float]:
+    """``EngineConfig``'s (ge, le) bounds for ``field``: help texts and list flags (``bench --k``)
+    state and check them, the model's ``Field`` owns them."""
+    meta = EngineConfig.model_fields[field].metadata
+    return next(m.ge for m in meta if hasattr(m, "ge")), next(m.le for m in meta if hasattr(m, "le"))
+
+
+def add_engine_args(p: argparse.ArgumentParser, *, method_and_k: bool = True) -> None:
+    """The engine's flags. ``method_and_k=False`` leaves out ``--method`` and ``-k``: ``bench`` sweeps
+    lists of both with flags of its own, and one flag per thing keeps its help true."""
     g = p.add_argument_group("engine")
     g.add_argument(
         "--target",
@@ -32,14 +41,16 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
         "pair; `specterm models info` says which pair a run uses and why)",
     )
     g.add_argument("--draft", help="draft model for --method draft_model/eagle/eagle3")
-    g.add_argument("--method", choices=get_args(Method), help=f"speculation method (default {_default('method')})")
-    g.add_argument(
-        "-k",
-        "--num-speculative-tokens",
-        dest="num_speculative_tokens",
-        type=int,
-        help=f"draft tokens per step, 1..16 (default {_default('num_speculative_tokens')})",
-    )
+    if method_and_k:
+        lo, hi = field_bounds("num_speculative_tokens")
+        g.add_argument("--method", choices=get_args(Method), help=f"speculation method (default {_default('method')})")
+        g.add_argument(
+            "-k",
+            "--num-speculative-tokens",
+            dest="num_speculative_tokens",
+            type=int,
+            help=f"draft tokens per step, {lo}..{hi} (default {_default('num_speculative_tokens')})",
+        )
     g.add_argument(
         "--grammar-drafting",
         action=argparse.BooleanOptionalAction,

@@ -1,8 +1,11 @@
-"""A progress bar for the one-time model builds (the smollm2-agent pair: download, GGUF import,
-LoRA merge, draft), fed by the builders' ``log`` callbacks: each message starts the next stage.
+"""specterm's progress bars, built here only: one look (what, a bar, done of total, time elapsed).
 
-Nothing shows when nothing is built (the usual case: the pair is cached). On a terminal the stages
-are a rich progress bar with elapsed time on stderr; elsewhere (CI logs, pipes) one plain line per stage.
+``build_progress``: the one-time model builds (the smollm2-agent pair: download, GGUF import, LoRA
+merge, draft), fed by the builders' ``log`` callbacks: each message starts the next stage. Nothing
+shows when nothing is built (the usual case: the pair is cached). On a terminal the stages are a rich
+progress bar on stderr; elsewhere (CI logs, pipes) one plain line per stage.
+
+``run_progress``: ``specterm bench``'s measured runs, fed ``(description, advance)`` by its runners.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 BUILD_STAGES = 4
 """What a full smollm2-agent build logs: download, import, merge, draft (fewer when the base is cached)."""
@@ -23,7 +27,7 @@ def build_progress(
         yield lambda message: print(f"specterm: {message}", file=sys.stderr, flush=True)
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress, TextColumn
 
     progress: Progress | None = None
     task = None
@@ -31,13 +35,8 @@ def build_progress(
     def log(message: str) -> None:
         nonlocal progress, task
         if progress is None:
-            progress = Progress(
-                TextColumn(f"[bold]{title}[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.description}"),
-                console=Console(stderr=True),
+            progress = _progress(
+                TextColumn(f"[bold]{title}[/]"), TextColumn("{task.description}"), console=Console(stderr=True)
             )
             progress.start()
             task = progress.add_task(message, total=stages)
@@ -51,3 +50,24 @@ def build_progress(
     finally:
         if progress is not None:
             progress.stop()
+
+
+@contextmanager
+def run_progress(console: Any, total: int) -> Iterator[Callable[[str, int], None]]:
+    """A bar over ``total`` measured runs on ``console``, gone when they are (the results follow it);
+    yields ``progress(description, advance)`` for the bench runners."""
+    from rich.progress import TextColumn
+
+    progress = _progress(TextColumn("{task.description}"), console=console, transient=True)
+    with progress:
+        task = progress.add_task("starting", total=total)
+        yield lambda description, advance: progress.update(task, description=description, advance=advance)
+
+
+def _progress(lead: Any, *tail: Any, console: Any, transient: bool = False) -> Any:
+    """A rich ``Progress``: ``lead``, the bar, done of total, time elapsed, then ``tail``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        lead, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), *tail, console=console, transient=transient
+    )

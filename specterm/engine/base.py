@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specterm.engine.chat import Prompt, PromptRenderer
-from specterm.events import RequestFinished, Sink
+from specterm.events import RequestFinished, Sink, Speculation
 
 Method = Literal["draft_model", "ngram", "eagle", "eagle3", "suffix"]
 ExecutorBackend = Literal["mp", "ray", "uni", "external_launcher"]
@@ -107,11 +107,13 @@ class EngineConfig(BaseModel):
         return self.model_copy(update={"target": portable(self.target), "draft": portable(self.draft)})
 
     def models_summary(self) -> dict[str, Any]:
+        speculation = Speculation(
+            method=self.method or "none", num_speculative_tokens=self.num_speculative_tokens if self.method else 0
+        )
         return {
             "target": self.target,
             "draft": self.draft if self.method in NEEDS_DRAFT_MODEL else None,
-            "method": self.method or "none",
-            "num_speculative_tokens": self.num_speculative_tokens if self.method else 0,
+            **speculation.model_dump(),
             "dtype": self.dtype,
         }
 

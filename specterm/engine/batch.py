@@ -28,7 +28,7 @@ from typing import Any
 from specterm.engine.base import GenerationParams
 from specterm.engine.chat import Prompt, check_fits
 from specterm.engine.inflight import InFlight
-from specterm.engine.verdicts import StepAssembler, per_step_check, report_check
+from specterm.engine.verdicts import StepAssembler, per_step_check, report_check, vllm_totals
 from specterm.errors import ConfigError
 from specterm.events import Error, RequestFinished, RequestStarted, Sink
 
@@ -137,11 +137,7 @@ def _batch_check(
     before: dict[str, Any], after: dict[str, Any], assemblers: Sequence[StepAssembler], t: float, sink: Sink
 ) -> dict[str, Any]:
     """The batch's summed counts against vLLM's counter deltas (padding slots counted as vLLM does)."""
-    ours = {
-        "drafts": sum(a.stats.drafts + a.padding[0] for a in assemblers),
-        "draft_tokens": sum(a.stats.draft_tokens + a.padding[1] for a in assemblers),
-        "accepted": sum(a.stats.accepted for a in assemblers),
-    }
+    ours = vllm_totals(assemblers)
     theirs = {key: after[key] - before[key] for key in ours}
     matched = ours == theirs
     if not matched:

@@ -38,6 +38,7 @@ from typing import Any
 
 from specterm.engine import wire
 from specterm.engine.capture import CapturingScheduler
+from specterm.events import Speculation
 
 log = logging.getLogger("specterm.publish")
 
@@ -154,11 +155,14 @@ def hello_from(vllm_config: Any) -> wire.Hello:
     spec = getattr(vllm_config, "speculative_config", None)
     names = getattr(model, "served_model_name", None) or model.model
     installs = vllm_installs()
+    speculation = None
+    if spec is not None:
+        speculation = Speculation(method=spec.method, num_speculative_tokens=spec.num_speculative_tokens).model_dump()
     return wire.Hello(
         version=wire.WIRE_VERSION,
         model=names[0] if isinstance(names, (list, tuple)) else str(names),
         tokenizer=str(getattr(model, "tokenizer", None) or model.model),
-        spec=None if spec is None else {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens},
+        spec=speculation,
         pid=os.getpid(),
         vllm=installs[0][2] if installs else "",
     )

@@ -13,7 +13,7 @@ testable on its own and shared by every engine implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +173,27 @@ def spec_counters(metrics: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def vllm_counts(stats: SpecStats, padding: Sequence[int] = (0, 0)) -> dict[str, int]:
+    """Drafts, draft tokens and accepted as vLLM's spec-decode counters count them: specterm's own,
+    with the draft-less padding (``StepRecord.padding``: steps, slots) added back. The one place it
+    is added back, so the day vLLM stops counting padding (PR #50518) one line changes."""
+    return {
+        "drafts": stats.drafts + padding[0],
+        "draft_tokens": stats.draft_tokens + padding[1],
+        "accepted": stats.accepted,
+    }
+
+
+def vllm_totals(assemblers: Iterable[StepAssembler]) -> dict[str, int]:
+    """``vllm_counts`` summed over requests: comparable with vLLM's counter deltas over a batch or
+    with a server's ``/metrics``."""
+    out = dict.fromkeys(SPEC_METRICS.values(), 0)
+    for a in assemblers:
+        for key, value in vllm_counts(a.stats, a.padding).items():
+            out[key] += value
+    return out
+
+
 def _trim(values: list[int]) -> list[int]:
     values = list(values)
     while values and values[-1] == 0:
@@ -197,7 +218,7 @@ def reconcile(
         "accepted": stats.accepted,
         "accepted_per_pos": _trim(stats.accepted_per_pos),
     }
-    expected = dict(ours, drafts=ours["drafts"] + padding[0], draft_tokens=ours["draft_tokens"] + padding[1])
+    expected = ours | vllm_counts(stats, padding)
     if padding[1]:
         ours["vllm_padding"] = {"steps": padding[0], "slots": padding[1]}
     pos_before = before["accepted_per_pos"] + [0] * len(after["accepted_per_pos"])

@@ -54,7 +54,7 @@ class Hello(msgspec.Struct, tag="hello"):
     model: str
     tokenizer: str
     spec: dict | None
-    """``{"method": ..., "num_speculative_tokens": k}``; ``None``: the server runs without speculation."""
+    """``events.Speculation`` as a dict (method and k); ``None``: the server runs without speculation."""
     pid: int
     vllm: str = ""
 

@@ -33,9 +33,9 @@ from typing import Any
 from specterm import __version__
 from specterm.engine import wire
 from specterm.engine.base import SessionClock
-from specterm.engine.verdicts import StepAssembler, StepRecord
+from specterm.engine.verdicts import StepAssembler, StepRecord, vllm_totals
 from specterm.errors import ConfigError
-from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink
+from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink, Speculation
 from specterm.paths import portable
 
 START_HINT = (
@@ -80,11 +80,17 @@ def read_sidecar(path: Path) -> wire.Hello | None:
         hello = None
     version = hello.version if hello else wire.msgspec.json.decode(data).get("version")
     if version != wire.WIRE_VERSION:
-        raise AttachError(
-            f"the server at {path} publishes event version {version}; this specterm reads "
-            f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
-        )
+        raise _version_mismatch(path, version)
     return hello
+
+
+def _version_mismatch(server: object, version: object) -> AttachError:
+    """What a viewer says of a server on another wire version, whether its sidecar (before
+    connecting) or its first message (a server started later) tells."""
+    return AttachError(
+        f"the server at {server} publishes event version {version}; this specterm reads "
+        f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
+    )
 
 
 @dataclass
@@ -209,10 +215,7 @@ class Attach:
         try:
             msg = wire.decode(payload)
         except wire.VersionMismatch as err:
-            raise AttachError(
-                f"the server at {self.addr} publishes event version {err}; this specterm reads "
-                f"version {wire.WIRE_VERSION}: use the same specterm on both sides"
-            ) from None
+            raise _version_mismatch(self.addr, err) from None
         except (wire.msgspec.DecodeError, wire.msgspec.ValidationError) as err:  # garbage: say so, go on
             self._warn(f"skipped a message this specterm cannot read ({err})")
             return
@@ -229,10 +232,7 @@ class Attach:
         if old is None:
             models = {"target": portable(hello.model), "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
             if hello.spec:
-                models |= {
-                    "method": hello.spec.get("method"),
-                    "num_speculative_tokens": hello.spec.get("num_speculative_tokens"),
-                }
+                models |= Speculation.model_validate(hello.spec).model_dump()
             self.sink(
                 SessionStarted(
                     t=self.clock(),
@@ -354,13 +354,8 @@ class Attach:
 
     def totals(self) -> dict[str, int]:
         """Drafts, draft tokens and accepted over every request seen, counted as vLLM's spec-decode
-        counters count them (``StepRecord.padding`` added back): comparable with ``/metrics``."""
-        out = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
-        for a in self.assemblers:
-            out["drafts"] += a.stats.drafts + a.padding[0]
-            out["draft_tokens"] += a.stats.draft_tokens + a.padding[1]
-            out["accepted"] += a.stats.accepted
-        return out
+        counters count them (``verdicts.vllm_totals``): comparable with ``/metrics``."""
+        return vllm_totals(self.assemblers)
 
 
 class RecordingSink:

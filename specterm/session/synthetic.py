@@ -21,6 +21,7 @@ from specterm.events import (
     SessionEnded,
     SessionStarted,
     SpecStep,
+    Speculation,
     Token,
     ToolCall,
     ToolResult,
@@ -38,8 +39,7 @@ def synthetic_header(**models: object) -> SessionStarted:
         models={
             "target": "synthetic-target",
             "draft": "synthetic-draft",
-            "method": "draft_model",
-            "num_speculative_tokens": 4,
+            **Speculation(method="draft_model", num_speculative_tokens=4).model_dump(),
             **models,
         },
         agent="synthetic",

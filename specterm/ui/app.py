@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,31 @@ BATCH = 20_000
 """Most events applied per drain; the rest wait one loop turn so keys stay responsive in a flood."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class AppOptions:
+    """How the dashboard runs, whatever feeds it: the keywords ``make_app`` and ``make_attach_app`` take
+    and hand to ``SpecTermApp`` as this one object, so their names, types and defaults live here only.
+    Tests pass ``gpu=False`` (or a fake NVML module), ``theme_dirs=()`` and ``deterministic=True``."""
+
+    speed: float = 1.0
+    """Replay: playback speed (0: as fast as it goes)."""
+    autostart: bool = True
+    """Replay: start playing on mount."""
+    gpu: Any = True
+    """GPU telemetry: ``True`` samples NVML, ``False`` none, or a (fake) NVML module to sample."""
+    theme: str | None = None
+    theme_dirs: Iterable[Path] | None = None
+    theme_files: Iterable[str | Path] = ()
+    deterministic: bool = False
+    """Tests and snapshots: no animation, no timers, every event applied at once."""
+    export_dir: str | Path | None = None
+    """Where ``ctrl+s`` saves the SVG (default: the working directory)."""
+    intro: str = ""
+    """Live: opens the empty transcript (who answers, an example question), for a newcomer."""
+    placeholder: str = "Ask the agent…"
+    """Live: the prompt's placeholder."""
+
+
 class SpecTermApp(ThemedApp):
     """Wiring: event sources (live session, replayer, GPU sampler), the event pump, live requests.
     The dashboard screen (``screens/main.py``) owns the bindings, actions, commands and status."""
@@ -52,45 +78,40 @@ class SpecTermApp(ThemedApp):
         self,
         *,
         mode: str,
+        options: AppOptions = AppOptions(),
         session: LiveSession | None = None,
         engine_error: str | None = None,
         header: SessionStarted | None = None,
         events: Sequence[BaseEvent] = (),
         warnings: Sequence[str] = (),
-        speed: float = 1.0,
-        autostart: bool = True,
-        gpu: Any = True,
-        theme: str | None = None,
-        theme_dirs: Iterable[Path] | None = None,
-        theme_files: Iterable[str | Path] = (),
-        deterministic: bool = False,
-        export_dir: str | Path | None = None,
-        intro: str = "",
-        placeholder: str = "Ask the agent…",
         loader: Any = None,
         attach: Callable[[Callable[[BaseEvent], None]], Any] | None = None,
     ) -> None:
         super().__init__()
         self.state = ViewState(mode)
         self.bridge = EventBridge(lambda: self.post_message(EventsReady()))
-        self.deterministic = deterministic
-        if deterministic:
+        self.deterministic = options.deterministic
+        if self.deterministic:
             self.animation_level = "none"
-        self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
-        self.intro, self.placeholder = intro, placeholder
+        self.export_dir = Path(options.export_dir) if options.export_dir is not None else Path.cwd()
+        self.intro, self.placeholder = options.intro, options.placeholder
         self.session = session if session is not None else LiveSession(header=header)
         self._session_ready = False
         self._engine_error = engine_error
         self._cancel: threading.Event | None = None
         self._warnings = list(warnings)
-        self._gpu = gpu
+        self._gpu = options.gpu
         self.sampler: Any = None
         self.replayer: Any = None
         if mode == "replay":
             from specterm.session.replay import Replayer
 
             self.replayer = Replayer(
-                list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset, loading=loader is not None
+                list(events),
+                self.bridge.push,
+                speed=options.speed,
+                on_reset=self.bridge.reset,
+                loading=loader is not None,
             )
         self._loader = loader
         self._attach_factory = attach
@@ -98,7 +119,7 @@ class SpecTermApp(ThemedApp):
         """``attach`` mode: the ``session.attach.Attach`` reading the server (on a worker thread)."""
         self._quitting = False
         """A ``SessionReader`` with the rest of a long file still to read (replay), or ``None``."""
-        self._autostart = autostart
+        self._autostart = options.autostart
         self._dashboard_ready = False
         self._pacer = FramePacer()
         self._apply_timer_pending = False
@@ -107,9 +128,9 @@ class SpecTermApp(ThemedApp):
         self.gpu_idle_text = (
             "no GPU samples in this session"
             if mode == "replay"
-            else ("waiting for GPU telemetry" if gpu else "GPU telemetry off")
+            else ("waiting for GPU telemetry" if self._gpu else "GPU telemetry off")
         )
-        self.setup_themes(theme, theme_dirs, theme_files)
+        self.setup_themes(options.theme, options.theme_dirs, options.theme_files)
 
     # -- setup --------------------------------------------------------------------------------
 
@@ -387,16 +408,7 @@ def make_app(
     runner_factory: Callable[[Any], Runner] | None = None,
     header: SessionStarted | None = None,
     replay: str | Path | Any = None,
-    speed: float = 1.0,
-    autostart: bool = True,
-    gpu: Any = True,
-    theme: str | None = None,
-    theme_dirs: Iterable[Path] | None = None,
-    theme_files: Iterable[str | Path] = (),
-    deterministic: bool = False,
-    export_dir: str | Path | None = None,
-    intro: str = "",
-    placeholder: str = "Ask the agent…",
+    **options: Any,
 ) -> SpecTermApp:
     """Build the app.
 
@@ -408,17 +420,9 @@ def make_app(
     one once the engine is loaded (e.g. an agent around it).
     Replay: ``replay`` is a session file path or a ``SessionData`` (``header``, ``events``,
     ``warnings``); it raises ``SessionFileError`` for an unreadable file before any UI starts.
-    Tests pass ``gpu=False`` (or a fake NVML module), ``theme_dirs=()`` and ``deterministic=True``.
-    Live: ``intro`` opens the empty transcript (who answers, an example question) and ``placeholder``
-    is the prompt's; both are for a newcomer who does not know what to type.
+    ``options``: ``AppOptions``' fields (a keyword it has not is a ``TypeError``).
     """
-    common = dict(
-        theme=theme,
-        theme_dirs=theme_dirs,
-        theme_files=theme_files,
-        deterministic=deterministic,
-        export_dir=export_dir,
-    )
+    opts = AppOptions(**options)
     if replay is not None:
         loader = None
         if isinstance(replay, (str, Path)):
@@ -431,10 +435,7 @@ def make_app(
             events=replay.events,
             warnings=replay.warnings if loader is None else (),  # complete once the file is read
             loader=loader,
-            speed=speed,
-            autostart=autostart,
-            gpu=False,
-            **common,
+            options=replace(opts, gpu=False),  # a recording's GPU samples are in its events
         )
     if session is None:
         if engine is None and engine_factory is None and engine_config is not None:
@@ -442,14 +443,7 @@ def make_app(
         session = LiveSession(
             header=header, engine=engine, engine_factory=engine_factory, runner=runner, runner_factory=runner_factory
         )
-    return SpecTermApp(
-        mode="live",
-        session=session,
-        gpu=gpu,
-        intro=intro,
-        placeholder=placeholder,
-        **common,
-    )
+    return SpecTermApp(mode="live", session=session, options=opts)
 
 
 def _load_engine(config: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specterm.ui.app import SpecTermApp
+from specterm.ui.app import AppOptions, SpecTermApp
 
 
 def make_attach_app(
@@ -18,7 +18,7 @@ def make_attach_app(
 ) -> SpecTermApp:
     """The dashboard on a publishing server at ``addr``; ``make_recorder(header)`` (optional) records
     the session once the server has said what it serves; ``hello``: the server's sidecar as
-    ``check_address`` read it. Tests pass ``gpu``/``deterministic`` etc."""
+    ``check_address`` read it; ``kwargs``: ``AppOptions``' fields."""
     from specterm.session.attach import Attach, RecordingSink
 
     sinks: list[RecordingSink] = []
@@ -29,6 +29,6 @@ def make_attach_app(
         return Attach(addr, sink, token=token, tokenizer=tokenizer, hello=hello)
 
     kwargs.setdefault("gpu", addr.startswith("ipc://"))  # a local server's GPU is this machine's
-    app = SpecTermApp(mode="attach", attach=source, **kwargs)
+    app = SpecTermApp(mode="attach", attach=source, options=AppOptions(**kwargs))
     app.attach_sinks = sinks  # closed by the caller when the app exits (cli/attach.py)
     return app

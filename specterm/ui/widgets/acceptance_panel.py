@@ -8,6 +8,8 @@ prompts than the bench's, so an estimate, labelled as such."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.style import Style
 from rich.text import Text
 
@@ -15,6 +17,49 @@ from specterm.stats import SpecStats, fmt_opt
 from specterm.ui.charts import bar, sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """How the rows of numbers are set: label width, column width, the gap between the two columns,
+    their headings."""
+
+    label: int
+    column: int
+    gap: str
+    heads: tuple[str, str]
+    compact: bool
+
+
+WIDE = _Layout(9, 8, " ", ("request", "session"), compact=False)
+COMPACT = _Layout(5, 7, "", ("req", "sess"), compact=True)
+
+
+def _rows(request: SpecStats, session: SpecStats) -> list[tuple[str, str | None, str, str]]:
+    """The rows both layouts show, once: (wide label, compact label or ``None`` where the narrow layout
+    leaves the row out, the request's value, the session's)."""
+    rows = [
+        ("rate", "rate", fmt_opt(request.acceptance_rate), fmt_opt(session.acceptance_rate)),
+        ("mean len", "len", fmt_opt(request.mean_acceptance_length), fmt_opt(session.mean_acceptance_length)),
+        ("tokens", "tok", str(request.tokens), str(session.tokens)),
+    ]
+    if session.grammar_drafts:  # grammar drafting: what it saves, and how much the grammar drafted
+        rows += [
+            ("passes/t", "pass", fmt_opt(request.draft_passes_per_token), fmt_opt(session.draft_passes_per_token)),
+            ("grammar", None, "", fmt_opt(session.grammar_draft_share, ".0%")),
+        ]
+    return rows
+
+
+def _table(out: Text, rows: list[tuple[str, str | None, str, str]], layout: _Layout, styles: dict[str, Style]) -> None:
+    w = layout.column
+    out.append(f"{'':{layout.label}}{layout.heads[0]:>{w}}{layout.gap}{layout.heads[1]:>{w}}\n", styles["meta"])
+    for wide, compact, a, b in rows:
+        label = compact if layout.compact else wide
+        if label is None:
+            continue
+        out.append(f"{label:<{layout.label}}", styles["meta"])
+        out.append(f"{a:>{w}}{layout.gap}{b:>{w}}\n", styles["body"])
 
 
 class AcceptancePanel(Panel):
@@ -51,24 +96,7 @@ class AcceptancePanel(Panel):
             return out
         if width < 30:
             return self._compact(out, request, session, summary.step_accept, styles, width)
-        out.append(f"{'':9}{'request':>8} {'session':>8}\n", styles["meta"])
-        out.append(f"{'rate':<9}", styles["meta"])
-        out.append(f"{fmt_opt(request.acceptance_rate):>8} {fmt_opt(session.acceptance_rate):>8}\n", styles["body"])
-        out.append(f"{'mean len':<9}", styles["meta"])
-        out.append(
-            f"{fmt_opt(request.mean_acceptance_length):>8} {fmt_opt(session.mean_acceptance_length):>8}\n",
-            styles["body"],
-        )
-        out.append(f"{'tokens':<9}", styles["meta"])
-        out.append(f"{request.tokens:>8} {session.tokens:>8}\n", styles["body"])
-        if session.grammar_drafts:  # grammar drafting: what it saves, and how much the grammar drafted
-            out.append(f"{'passes/t':<9}", styles["meta"])
-            out.append(
-                f"{fmt_opt(request.draft_passes_per_token):>8} {fmt_opt(session.draft_passes_per_token):>8}\n",
-                styles["body"],
-            )
-            out.append(f"{'grammar':<9}", styles["meta"])
-            out.append(f"{'':>8} {fmt_opt(session.grammar_draft_share, '.0%'):>8}\n", styles["body"])
+        _table(out, _rows(request, session), WIDE, styles)
         per_pos = session.per_position
         if per_pos:
             out.append("per position (session)\n", styles["meta"])
@@ -98,20 +126,7 @@ class AcceptancePanel(Panel):
     ) -> Text:
         """Six rows for the narrow layout (80x24), seven with grammar drafting's passes per token: the
         same numbers, per-position as a sparkline."""
-        out.append(f"{'':5}{'req':>7}{'sess':>7}\n", styles["meta"])
-        for label, a, b in (
-            ("rate", fmt_opt(request.acceptance_rate), fmt_opt(session.acceptance_rate)),
-            ("len", fmt_opt(request.mean_acceptance_length), fmt_opt(session.mean_acceptance_length)),
-            ("tok", str(request.tokens), str(session.tokens)),
-        ):
-            out.append(f"{label:<5}", styles["meta"])
-            out.append(f"{a:>7}{b:>7}\n", styles["body"])
-        if session.grammar_drafts:  # grammar drafting: draft passes per token
-            out.append(f"{'pass':<5}", styles["meta"])
-            out.append(
-                f"{fmt_opt(request.draft_passes_per_token):>7}{fmt_opt(session.draft_passes_per_token):>7}\n",
-                styles["body"],
-            )
+        _table(out, _rows(request, session), COMPACT, styles)
         out.append("pos  ", styles["meta"])
         out.append(sparkline(session.per_position, width - 5, lo=0.0, hi=1.0) + "\n", styles["title"])
         out.append("step ", styles["meta"])
