@@ -155,8 +155,8 @@ class SpecStats:
 
     def k_line(self) -> str:
         """Steps per k and the batch sizes they ran at, compactly: ``k4 ×120 @1 · k0 ×300 @3–8``
-        (``@?``: batch size not recorded); "" when every step had one k and no batch size."""
-        if len(self.by_k) < 2 and all(set(v) == {0} for v in self.by_k.values()):
+        (``@?``: batch size not recorded); "" when no step recorded its batch size (older sessions)."""
+        if all(set(v) == {0} for v in self.by_k.values()):
             return ""
         parts = []
         for k, sizes in sorted(self.by_k.items(), reverse=True):

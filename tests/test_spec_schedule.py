@@ -133,3 +133,22 @@ def test_steps_per_k_and_batch_size_are_counted_and_merge():
     assert a.by_k == {4: {1: 1}, 2: {2: 1}, 0: {3: 1, 5: 1, 0: 1}}
     assert a.k_line() == "k4 ×1 @1 · k2 ×1 @2 · k0 ×3 @3–5"
     assert SpecStep(request_id="r", index=0, drafted=[1], invalid_drafts=2).k == 3
+
+
+def test_replay_summary_shows_steps_per_k_and_their_batch_sizes(tmp_path, capsys):
+    from specterm.events import SpecStep, Token
+    from specterm.session.recorder import Recorder
+    from specterm.session.synthetic import synthetic_header
+
+    path = tmp_path / "s.jsonl"
+    tok = Token(id=5, text="a", verdict="target")
+    with Recorder(path, synthetic_header()) as rec:
+        fix = Token(id=6, text="b", verdict="correction")
+        rec.write(
+            SpecStep(request_id="r", index=0, drafted=[1, 2, 3, 4], tokens=[fix], rejected=[1, 2, 3, 4], batch_size=1)
+        )
+        for i in range(1, 3):
+            rec.write(SpecStep(request_id="r", index=i, tokens=[tok], batch_size=3 + i))
+    assert main(["replay", str(path), "--summary"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "steps per k @ batch size" in out and "k4 ×1 @1 · k0 ×2 @4–5" in out
