@@ -39,23 +39,25 @@ prefix and drops the rest before it is scheduled: ``num_invalid_spec_tokens`` st
 counters never see them. The override counts them (``StepRecord.dropped``); drafts past the
 grammar's end are not counted (the request stops there).
 
-This is internal vLLM API (pinned: vllm 0.32.0); ``tests/test_engine_*`` exercise it on the real
-engine so an upgrade that moves it fails loudly.
+This is internal vLLM API (pinned: vllm 0.32.0), reached through ``vllm_internals.py``, which lists
+every piece of it and whose test checks them against the installed vLLM; ``tests/test_engine_*``
+exercise it on the real engine so an upgrade that moves it fails loudly.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from vllm.v1.core.sched.scheduler import Scheduler
 
+from specterm.engine import vllm_internals
 from specterm.engine.verdicts import StepRecord
+
+Scheduler = vllm_internals.scheduler_class()
 
 
 def _ends_grammar(request, kept) -> bool:
     """The kept drafts reach the end of the request's grammar (xgrammar), so what vLLM dropped lies
     past the end (the request stops there) rather than being forbidden."""
-    so = request.structured_output_request
-    matcher = getattr(getattr(so, "grammar", None), "matcher", None) if so is not None else None
+    matcher = vllm_internals.grammar_matcher(request)
     if matcher is None or not kept:
         return False
     fork = matcher.fork()
@@ -115,8 +117,7 @@ class CapturingScheduler(Scheduler):
         """Allowed-token counts per bitmask row, split per request in vLLM's row order: each
         request has one row per scheduled draft slot (``-1`` placeholders included) plus one."""
         words = np.ascontiguousarray(grammar_output.grammar_bitmask).view(np.uint32)
-        backend = getattr(self.structured_output_manager, "backend", None)
-        vocab = getattr(backend, "vocab_size", None) or words.shape[1] * 32
+        vocab = vllm_internals.grammar_vocab_size(self) or words.shape[1] * 32
         full, rest = divmod(vocab, 32)
         counts = np.bitwise_count(words[:, :full]).sum(axis=1, dtype=np.int64)
         if rest:  # bits past the vocabulary in the last word are padding, not tokens

@@ -8,8 +8,9 @@ of one token each. A *forced run* is the continuation the grammar admits alone a
 xgrammar's jump-forward string, spelt in tokens as the target spells it (``spelling.py``). *Grammar
 drafts* are draft slots filled from a forced run rather than from the draft's logits.
 
-**What changes** (vLLM 0.32.0 internals, pinned; ``tests/test_engine_grammar_draft.py`` runs them on
-the real engine):
+**What changes** (vLLM 0.32.0 internals, pinned, all reached through ``vllm_internals.py``, whose
+``install_draft_hooks`` swaps the running proposer's class for one that calls this module's
+``GrammarDraftState``; ``tests/test_engine_grammar_draft.py`` runs them on the real engine):
 
 * ``DraftModelProposer._sample_draft_tokens`` (called once per draft position with the batch's
   hidden states): the draft's argmax under the grammar's mask (the argmax itself whenever the
@@ -48,8 +49,8 @@ from typing import Any
 
 import torch
 import xgrammar as xgr
-from vllm.v1.spec_decode.draft_model import DraftModelProposer
 
+from specterm.engine import vllm_internals
 from specterm.engine.spelling import Key, Spelling
 
 
@@ -78,7 +79,8 @@ class _Row:
 
 
 class GrammarDraftState:
-    """Shared by the proposer (worker side) and ``CapturingScheduler``, in one process."""
+    """Shared by the proposer (worker side) and ``CapturingScheduler``, in one process. The proposer
+    calls ``note_sampled``, ``begin``, ``choose`` (once per draft position) and ``end`` each step."""
 
     def __init__(self, scheduler: Any, tokenizer: Any, vocab_size: int) -> None:
         self.scheduler = scheduler
@@ -94,6 +96,8 @@ class GrammarDraftState:
         self.passes = 0
         """Draft-model passes run by the current (or last) propose call, for the whole batch."""
         self._bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+        self.model: _SkippableModel | None = None
+        """The proposer's wrapped draft model (``install``): reset at the start of every step."""
 
     # -- per step --------------------------------------------------------------------------------
     def note_sampled(self, sampled: Any, req_ids: list[str]) -> None:
@@ -108,6 +112,8 @@ class GrammarDraftState:
         for row in self._rows:
             if row is not None:
                 self._plan(row)
+        if self.model is not None:
+            self.model.reset()
 
     def _learn(self) -> None:
         """Where the target rejected a grammar draft, remember how it spelt that forced text."""
@@ -121,12 +127,8 @@ class GrammarDraftState:
 
     def _row(self, req_id: str) -> _Row | None:
         request = self.scheduler.requests.get(req_id)
-        so = getattr(request, "structured_output_request", None)
-        if so is None:
-            return None
-        grammar = so.grammar  # None while xgrammar is still compiling it
-        matcher = getattr(grammar, "matcher", None)
-        if matcher is None or grammar.is_terminated() or self._in_reasoning(request, so):
+        matcher = vllm_internals.grammar_matcher(request)
+        if matcher is None or not vllm_internals.grammar_applies(self.scheduler, request):
             return None
         fork, sampled = matcher.fork(), self._sampled.get(req_id, [])
         for token in sampled:
@@ -135,12 +137,6 @@ class GrammarDraftState:
             if not fork.accept_token(token):
                 return None  # a partial prefill's placeholder; vLLM drops its drafts anyway
         return None if fork.is_terminated() else _Row(fork, last=sampled[-1] if sampled else None)
-
-    def _in_reasoning(self, request: Any, so: Any) -> bool:
-        manager = self.scheduler.structured_output_manager
-        if getattr(manager, "enable_in_reasoning", False) or so.reasoning_ended:
-            return False
-        return manager._get_reasoner(request) is not None
 
     def _plan(self, row: _Row) -> None:
         """The next position's forced run, if the grammar admits only one continuation there."""
@@ -278,59 +274,24 @@ class _SkippableModel:
         setattr(self._model, name, value)
 
 
-class GrammarDraftProposer(DraftModelProposer):
-    """vLLM's draft-model proposer with grammar-aware drafting (module doc). Installed on the running
-    proposer by ``install`` (its class is swapped; nothing else of it changes)."""
-
-    _grammar_state: GrammarDraftState
-    _grammar_runner: Any
-    """The model runner that owns this proposer (its ``input_batch`` orders the rows)."""
-
-    def prepare_next_token_ids_padded(self, sampled_token_ids, requests, gpu_input_batch, discard_request_mask):
-        self._grammar_state.note_sampled(sampled_token_ids, gpu_input_batch.req_ids)
-        return super().prepare_next_token_ids_padded(sampled_token_ids, requests, gpu_input_batch, discard_request_mask)
-
-    def prepare_next_token_ids_cpu(self, sampled_token_ids, requests, gpu_input_batch, num_scheduled_tokens):
-        self._grammar_state.note_sampled(sampled_token_ids, gpu_input_batch.req_ids)
-        return super().prepare_next_token_ids_cpu(sampled_token_ids, requests, gpu_input_batch, num_scheduled_tokens)
-
-    def propose(self, num_speculative_tokens, *args, **kwargs):
-        state = self._grammar_state
-        batch = kwargs["common_attn_metadata"].batch_size() if "common_attn_metadata" in kwargs else None
-        req_ids = self._grammar_runner.input_batch.req_ids
-        state.begin(req_ids[:batch] if batch is not None else req_ids, num_speculative_tokens)
-        self.model.reset()
-        try:
-            return super().propose(num_speculative_tokens, *args, **kwargs)
-        finally:
-            state.end()
-
-    def _sample_draft_tokens(self, hidden_states, sampling_metadata):
-        probabilistic = self._enable_probabilistic_draft_probs and not sampling_metadata.all_greedy
-        return self._grammar_state.choose(
-            lambda: self.model.compute_logits(hidden_states),
-            hidden_states.shape[0],
-            probabilistic,
-            lambda logits: self._sample_from_logits(logits, sampling_metadata),
-        )
-
-
 def grammar_drafting_problem(drafter: Any) -> str | None:
     """Why this engine's proposer cannot draft with the grammar, or ``None``."""
-    if type(drafter) is not DraftModelProposer and not isinstance(drafter, GrammarDraftProposer):
+    if not vllm_internals.is_draft_model_proposer(drafter):
         return f"grammar drafting needs vLLM's draft-model proposer, not {type(drafter).__name__}"
-    if drafter.use_heterogeneous_vocab:
+    if vllm_internals.uses_heterogeneous_vocab(drafter):
         return "grammar drafting needs a draft with the target's vocabulary"
     return None
 
 
 def install(worker, state: GrammarDraftState) -> None:
-    """Runs in the (in-process) worker: swap the proposer's class and wrap its model."""
-    drafter = worker.model_runner.drafter
-    if (problem := grammar_drafting_problem(drafter)) is not None:
+    """Runs in the (in-process) worker: hook the proposer to ``state`` and wrap its model."""
+    if (problem := grammar_drafting_problem(vllm_internals.worker_drafter(worker))) is not None:
         raise RuntimeError(problem)
-    drafter.__class__ = GrammarDraftProposer
-    drafter._grammar_state = state
-    drafter._grammar_runner = worker.model_runner
-    if not isinstance(drafter.model, _SkippableModel):
-        drafter.model = _SkippableModel(drafter.model, state)
+
+    def wrap(model: Any) -> _SkippableModel:
+        if not isinstance(model, _SkippableModel):
+            model = _SkippableModel(model, state)
+        state.model = model
+        return model
+
+    vllm_internals.install_draft_hooks(worker, state, wrap)

@@ -72,17 +72,15 @@ def prepare_cpu_workers(world_size: int, backend: str | None) -> str | None:
         return os.environ[BIND_VAR]  # the user's choice
     if backend == "ray":
         return os.environ.get(BIND_VAR)
-    from vllm.utils import cpu_resource_utils as cr
+    from specterm.engine.vllm_internals import cpu_topology, reset_env_cache
 
-    value = cpu_binding(world_size, [c.id for c in cr.get_allowed_cpu_list()], len(cr.get_visible_memory_node()))
+    value = cpu_binding(world_size, *cpu_topology())
     os.environ[BIND_VAR] = value
     _ours.add(BIND_VAR)
     # vLLM caches its environment after the first engine starts in a process ("environment
     # variables should NOT be updated after the service is initialized"); a second engine with
     # another world size must read the new value, so drop that cache (vLLM's own reset).
-    from vllm import envs
-
-    envs.disable_envs_cache()
+    reset_env_cache()
     return value
 
 

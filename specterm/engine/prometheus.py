@@ -4,17 +4,17 @@
 the previous one's ``vllm:`` collectors (``unregister_vllm_metrics``). With two engines alive
 (``specterm compare``, ``bench`` blocks) the first would reconcile its verdicts against zeros, so each
 engine keeps its own collectors (``own_vllm_collectors`` right after it is built) and puts them back
-before a request (``activate_collectors``). ``_collector_to_names`` is prometheus_client's private
-map of registered collectors; it has no public list.
+before a request (``activate_collectors``). prometheus_client has no public list of registered
+collectors: ``vllm_internals.registered_collectors`` reads its private map.
 """
 
 from __future__ import annotations
 
+from specterm.engine.vllm_internals import collector_name, registered_collectors
+
 
 def _registered_vllm() -> list:
-    from prometheus_client import REGISTRY
-
-    return [c for c in list(REGISTRY._collector_to_names) if str(getattr(c, "_name", "")).startswith("vllm:")]
+    return [c for c in registered_collectors() if collector_name(c).startswith("vllm:")]
 
 
 def own_vllm_collectors() -> list:

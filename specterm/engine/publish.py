@@ -14,8 +14,8 @@ dropping silently, and the publisher counts it (``Batch.dropped``: the viewer sh
 With nobody connected the hook is switched off (``CapturingScheduler.capture``): no records, no
 popcounts, no encoding; what remains is the two non-blocking polls.
 
-vLLM internals read here, beyond ``capture.py``'s (pinned: vllm 0.32.0; ``tests/test_attach.py``
-runs a real ``vllm serve`` with this class): ``Scheduler.schedule`` (to time the step),
+vLLM internals read here, beyond ``capture.py``'s (pinned: vllm 0.32.0; listed with the rest in
+``vllm_internals.py``; ``tests/test_attach.py`` runs a real ``vllm serve`` with this class): ``Scheduler.schedule`` (to time the step),
 ``Scheduler.requests`` and ``Request.prompt_token_ids`` / ``output_token_ids`` / ``arrival_time`` /
 ``prefill_stats.num_cached_tokens`` (read before vLLM takes it in ``update_from_output``) /
 ``sampling_params`` / ``use_structured_output`` / ``is_finished`` / ``get_finished_reason``;

@@ -32,8 +32,9 @@ def reset_suffix_drafter(worker) -> None:
     rebuilt as vLLM builds it, with the same depth and request limits."""
     from arctic_inference.suffix_decoding import SuffixDecodingCache
 
-    drafter = worker.model_runner.drafter
-    old = drafter.suffix_cache
-    drafter.suffix_cache = SuffixDecodingCache(
-        max_tree_depth=old.max_tree_depth, max_cached_requests=old.max_cached_requests
+    from specterm.engine.vllm_internals import replace_suffix_cache
+
+    replace_suffix_cache(
+        worker,
+        lambda old: SuffixDecodingCache(max_tree_depth=old.max_tree_depth, max_cached_requests=old.max_cached_requests),
     )

@@ -39,6 +39,12 @@ from specterm.engine.parallel import check_executor, check_pipeline_parallel, pr
 from specterm.engine.prometheus import activate_collectors, own_vllm_collectors
 from specterm.engine.suffix import reset_suffix_drafter, suffix_decoding_problem
 from specterm.engine.verdicts import StepAssembler, StepRecord, reconcile, report_check, spec_counters
+from specterm.engine.vllm_internals import (
+    engine_args,
+    engine_scheduler,
+    shutdown_engine,
+    work_around_kernel_scan_crash,
+)
 from specterm.errors import ConfigError, EngineUnavailable, first_error
 from specterm.events import Error, RequestFinished, RequestStarted, Sink
 
@@ -68,20 +74,6 @@ def _quiet_vllm() -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"vllm\..*")
 
 
-def _work_around_kernel_scan_crash() -> None:
-    """vLLM CPU's ``register_kernels`` scans every module's objects and calls ``vars(obj).get``.
-    llvmlite's ``ffi.lib`` (imported with numba by the ngram proposer) answers ``__dict__`` through
-    ``__getattr__`` with a function wrapper, so any engine started after an ngram engine in the same
-    process crashed (``'_lib_fn_wrapper' object has no attribute 'get'``). Giving that lookup a real
-    empty dict makes the scan skip it; llvmlite never reads ``__dict__`` itself."""
-    import sys
-
-    ffi = sys.modules.get("llvmlite.binding.ffi")
-    fntab = getattr(getattr(ffi, "lib", None), "_fntab", None)
-    if isinstance(fntab, dict):
-        fntab.setdefault("__dict__", {})
-
-
 def _one_line(err: BaseException) -> str:
     """The most useful single line of an exception (pydantic errors: the first message)."""
     errors = getattr(err, "errors", None)
@@ -96,7 +88,7 @@ def _one_line(err: BaseException) -> str:
 
 def default_max_model_len(target: str) -> int | None:
     """The model's own context (``config.json``), capped at ``DEFAULT_MAX_MODEL_LEN``; ``None`` for a
-    hub id (vLLM reads its config)."""
+    hub id (only vLLM reads its config: ``_engine_args`` has vLLM apply the same cap)."""
     import json
     from pathlib import Path
 
@@ -127,8 +119,6 @@ turn's time goes"). CUDA's default is already 16. ``extra_engine_args`` can stil
 
 
 def _engine_args(config: EngineConfig):
-    from vllm import EngineArgs
-
     build = vllm_build()
     kwargs: dict[str, Any] = dict(
         model=config.target,
@@ -158,7 +148,8 @@ def _engine_args(config: EngineConfig):
             # the CPU build never schedules asynchronously, CUDA may.
             kwargs["async_scheduling"] = False
     kwargs.update(config.extra_engine_args)
-    return EngineArgs(**kwargs)
+    # Where the context is still unknown (a hub id), vLLM caps the model's own at the default.
+    return engine_args(kwargs, context_cap=DEFAULT_MAX_MODEL_LEN)
 
 
 def validate_config(c: EngineConfig) -> None:
@@ -201,13 +192,13 @@ class VllmSpecEngine(SpecEngine):
         if build == "cpu":  # one core group per TP/PP worker process (parallel.py)
             prepare_cpu_workers(config.world_size, config.distributed_executor_backend)
         _quiet_vllm()
-        _work_around_kernel_scan_crash()
+        work_around_kernel_scan_crash()
         from specterm.engine.vllm_patches import installed as sampling_fixed
         from specterm.engine.vllm_patches import register as fix_cpu_sampling
 
         fix_cpu_sampling()  # also a vLLM general plugin (worker processes); idempotent
         try:
-            from vllm.v1.engine.llm_engine import LLMEngine
+            from vllm import LLMEngine  # the synchronous engine (an alias of vllm.v1's)
 
             self._engine = LLMEngine.from_engine_args(_engine_args(config))
         except Exception as err:  # vLLM raises many types; the user needs one line
@@ -215,7 +206,7 @@ class VllmSpecEngine(SpecEngine):
         self._metrics = own_vllm_collectors()
         from specterm.engine.capture import CapturingScheduler
 
-        scheduler = self._engine.engine_core.engine_core.scheduler
+        scheduler = engine_scheduler(self._engine)
         self._scheduler = scheduler if isinstance(scheduler, CapturingScheduler) else None
         if self._scheduler is not None and config.method in NEEDS_DRAFT_MODEL:
             self._scheduler.passes_per_step = config.num_speculative_tokens
@@ -306,7 +297,7 @@ class VllmSpecEngine(SpecEngine):
 
     def cache_config(self) -> Any:
         """The scheduler's KV-cache config (``num_gpu_blocks``, ``block_size``); ``None`` if it has none."""
-        return getattr(self._engine.engine_core.engine_core.scheduler, "cache_config", None)
+        return getattr(engine_scheduler(self._engine), "cache_config", None)
 
     @property
     def max_num_seqs(self) -> int | None:
@@ -468,7 +459,5 @@ class VllmSpecEngine(SpecEngine):
     def close(self) -> None:
         engine = getattr(self, "_engine", None)
         if engine is not None:
-            shutdown = getattr(engine.engine_core, "shutdown", None)
-            if shutdown:
-                shutdown()
+            shutdown_engine(engine)
             self._engine = None

@@ -21,17 +21,18 @@ the triton kernel on CUDA, by its docstring — on the CPU platform only.
 the EngineCore and each tensor/pipeline-parallel worker. ``VllmSpecEngine`` also calls it directly,
 so a source checkout without installed entry points (or ``VLLM_PLUGINS`` naming other plugins) is
 still correct in-process. Calling it twice is harmless. ``specterm bench --sanity`` stays the guard:
-it fails on any build where rejection sampling at T > 0 is still wrong.
+it fails on any build where rejection sampling at T > 0 is still wrong. The sampler's module
+attribute and the platform check are reached through ``vllm_internals.py``.
 """
 
 from __future__ import annotations
 
 import logging
 
+from specterm.engine import vllm_internals
+
 logger = logging.getLogger(__name__)
 
-_MODULE = "vllm.v1.sample.rejection_sampler"
-_FUNCTION = "expand_batch_to_tokens"
 _original = None
 """vLLM's own function, kept so a test can show the distribution check catches the bug."""
 
@@ -45,34 +46,23 @@ def expand_batch_to_tokens(x, cu_num_tokens, num_tokens: int, replace_from: int 
     return torch.repeat_interleave(values, counts, output_size=num_tokens)
 
 
-def is_cpu_platform() -> bool:
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cpu())
-
-
 def register() -> bool:
     """Install the fix when vLLM runs on CPU; returns whether it is installed (idempotent)."""
     try:
-        if not is_cpu_platform():
+        if not vllm_internals.on_cpu_platform():
             return False
-        import importlib
-
-        module = importlib.import_module(_MODULE)
+        current = vllm_internals.sampler_expand_batch_to_tokens()
     except Exception:  # a plugin must never stop vLLM from starting
         logger.exception("specterm: could not install the CPU sampling fix")
         return False
     global _original
-    if getattr(module, _FUNCTION) is not expand_batch_to_tokens:
-        _original = getattr(module, _FUNCTION)
-        setattr(module, _FUNCTION, expand_batch_to_tokens)
-        logger.debug("specterm: replaced %s.%s (vLLM CPU build, issue 55005)", _MODULE, _FUNCTION)
+    if current is not expand_batch_to_tokens:
+        _original = current
+        vllm_internals.set_sampler_expand_batch_to_tokens(expand_batch_to_tokens)
+        logger.debug("specterm: replaced vLLM's expand_batch_to_tokens (vLLM CPU build, issue 55005)")
     return True
 
 
 def installed() -> bool:
     """Whether the running process uses the fixed function."""
-    import sys
-
-    module = sys.modules.get(_MODULE)
-    return module is not None and getattr(module, _FUNCTION, None) is expand_batch_to_tokens
+    return vllm_internals.sampler_expand_batch_to_tokens(import_sampler=False) is expand_batch_to_tokens
