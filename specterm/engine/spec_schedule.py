@@ -46,12 +46,15 @@ def parse(value: Any) -> Any:
 
 def validate(raw: Any) -> Schedule:
     """vLLM's own validator (sorted, non-overlapping, positive, first range at 1, k >= 0)."""
+    from specterm.engine.installs import vllm_build
+    from specterm.engine.vllm_internals import validate_sd_schedule
+
+    if vllm_build() is None:  # no engine installed: nothing to run it on, and no validator to ask
+        raise ConfigError("a spec schedule needs the vLLM engine, which is not installed")
+    # Safe before the engine sets vLLM's environment: this module configures no logging and caches
+    # no environment (checked: vLLM's logger has no handler after importing it).
     try:
-        from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
-    except ImportError:  # no engine installed: the shape is all that can be checked here
-        return [tuple(int(x) for x in e) for e in raw]  # type: ignore[misc]
-    try:
-        return validate_and_normalize_dynamic_sd_schedule(raw)
+        return validate_sd_schedule(raw)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"bad spec schedule {json.dumps(raw)}: {err}") from None
 
@@ -74,6 +77,6 @@ def check_for(schedule: Schedule, *, method: str | None, k_max: int, data_parall
 
 def lookup(schedule: Schedule, max_num_seqs: int, k_max: int) -> list[int]:
     """k for every batch size 1..max_num_seqs (index 0 unused), expanded exactly as vLLM's scheduler does."""
-    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+    from specterm.engine.vllm_internals import sd_schedule_lookup
 
-    return build_dynamic_sd_schedule_lookup(schedule, max_num_seqs, k_max)
+    return sd_schedule_lookup(schedule, max_num_seqs, k_max)

@@ -302,8 +302,9 @@ class VllmSpecEngine(SpecEngine):
     @property
     def max_num_seqs(self) -> int | None:
         """Requests vLLM schedules in one step at most: where a batch-size schedule must end."""
-        config = getattr(self._engine, "vllm_config", None)
-        return getattr(getattr(config, "scheduler_config", None), "max_num_seqs", None)
+        from specterm.engine.vllm_internals import max_num_seqs
+
+        return max_num_seqs(self._engine)
 
     def counters_at_start(self) -> dict[str, Any] | None:
         """vLLM's spec-decode counters before a run, to reconcile with after it; ``None`` without
