@@ -136,6 +136,15 @@ class SpecStep(BaseEvent):
     """Drafts the grammar forbade that vLLM dropped before scheduling them (synchronous scheduling):
     never verified, not in vLLM's counters; ``invalid_drafts`` is the asynchronous path's count."""
     wall_s: float = 0.0
+    batch_size: int | None = Field(None, exclude_if=lambda v: v is None)
+    """Requests vLLM scheduled in this engine step: the key its batch-size schedule looks k up by
+    (``num_speculative_tokens_per_batch_size``); ``None``: not recorded (older sessions)."""
+
+    @property
+    def k(self) -> int:
+        """Draft slots this step verified (``drafted`` plus grammar-invalidated ones); 0: target tokens.
+        Under a batch-size schedule it is what vLLM's scheduler chose for the step that proposed them."""
+        return len(self.drafted) + self.invalid_drafts
 
 
 class RequestFinished(BaseEvent):

@@ -44,6 +44,9 @@ class SpecStats:
     """Emitted tokens that were grammar drafts the target accepted."""
     dropped_drafts: int = 0
     """Drafts the grammar forbade, dropped by vLLM before verification (``SpecStep.dropped_drafts``)."""
+    by_k: dict[int, dict[int, int]] = field(default_factory=dict)
+    """Steps per k (``SpecStep.k``; 0: target tokens) and, within each, per batch size the step ran
+    at (0: not recorded): what a batch-size schedule did, step by step."""
 
     def add_step(self, step: SpecStep) -> None:
         by_verdict, forced, grammar = self.by_verdict, 0, 0
@@ -62,6 +65,9 @@ class SpecStats:
         self.rejected += len(step.rejected)
         k = len(step.drafted)
         self.dropped_drafts += step.dropped_drafts
+        sizes = self.by_k.setdefault(k + step.invalid_drafts, {})
+        batch = step.batch_size or 0
+        sizes[batch] = sizes.get(batch, 0) + 1
         if step.draft_passes is not None:
             self.draft_passes += step.draft_passes
         elif k or step.invalid_drafts:  # a session recorded before passes were: one per slot
@@ -91,6 +97,10 @@ class SpecStats:
         self.grammar_drafts += other.grammar_drafts
         self.grammar_accepted += other.grammar_accepted
         self.dropped_drafts += other.dropped_drafts
+        for k, sizes in other.by_k.items():
+            mine = self.by_k.setdefault(k, {})
+            for batch, n in sizes.items():
+                mine[batch] = mine.get(batch, 0) + n
         per_pos = self.accepted_per_pos
         if len(per_pos) < len(other.accepted_per_pos):
             per_pos.extend([0] * (len(other.accepted_per_pos) - len(per_pos)))
@@ -140,7 +150,20 @@ class SpecStats:
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length,
             "per_position": self.per_position,
+            "by_k": {k: dict(sorted(v.items())) for k, v in sorted(self.by_k.items())},
         }
+
+    def k_line(self) -> str:
+        """Steps per k and the batch sizes they ran at, compactly: ``k4 ×120 @1 · k0 ×300 @3–8``
+        (``@?``: batch size not recorded); "" when no step recorded its batch size (older sessions)."""
+        if all(set(v) == {0} for v in self.by_k.values()):
+            return ""
+        parts = []
+        for k, sizes in sorted(self.by_k.items(), reverse=True):
+            known = sorted(b for b in sizes if b)
+            at = "?" if not known else (f"{known[0]}" if known[0] == known[-1] else f"{known[0]}–{known[-1]}")
+            parts.append(f"k{k} ×{sum(sizes.values())} @{at}")
+        return " · ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,15 @@ from specterm.events import BaseEvent, SessionEnded, SessionStarted, Sink, UserM
 
 Loader = Callable[[EngineConfig, SessionClock], Any]
 
-SIDE_KEYS = {"method": "method", "k": "num_speculative_tokens", "target": "target", "draft": "draft", "dtype": "dtype"}
+SIDE_KEYS = {
+    "method": "method",
+    "k": "num_speculative_tokens",
+    "target": "target",
+    "draft": "draft",
+    "dtype": "dtype",
+    "schedule": "spec_schedule",
+}
+"""``schedule=FILE`` (a JSON file: the list's commas would split the SPEC) or ``schedule=none``."""
 FAIRNESS = (
     "each side is its own engine, both loaded first; one unmeasured warm-up request each; rounds "
     "alternate A B, B A, …; every measured run starts from a cold prefix cache; one shared clock"
@@ -50,7 +58,7 @@ def parse_side(text: str, flag: str) -> dict[str, Any]:
                 value = int(value)
             except ValueError:
                 raise ConfigError(f"bad {flag}: k must be an integer, not {value!r}") from None
-        if key == "method" and value in ("none", "off", "target-only"):
+        if key in ("method", "schedule") and value in ("none", "off", "target-only"):
             value = None
         out[SIDE_KEYS[key]] = value
     return out
@@ -62,7 +70,10 @@ def side_config(base: EngineConfig, overrides: dict[str, Any], flag: str) -> Eng
     from specterm.errors import first_error
 
     try:
-        return EngineConfig.model_validate(base.model_dump() | overrides)
+        merged = base.model_dump() | overrides
+        if merged["method"] is None and "spec_schedule" not in overrides:
+            merged["spec_schedule"] = None  # target-only has no k to schedule
+        return EngineConfig.model_validate(merged)
     except ValidationError as err:
         loc, msg = first_error(err)
         raise ConfigError(f"bad {flag}: {loc[0] if loc else ''}: {msg}") from None
@@ -71,6 +82,8 @@ def side_config(base: EngineConfig, overrides: dict[str, Any], flag: str) -> Eng
 def side_label(config: EngineConfig) -> str:
     if config.method is None:
         return "target-only"
+    if config.spec_schedule:
+        return f"{config.method} schedule {[list(r) for r in config.spec_schedule]}"
     return f"{config.method} k={config.num_speculative_tokens}"
 
 

@@ -146,7 +146,7 @@ def recommend_per_load(results: Sequence[LevelResult], base: EngineConfig):
     levels = sorted({r.level for r in results})
     best: dict[int, LevelResult | None] = {}
     for level in levels:
-        paid = [r for r in results if r.level == level and r.config != TARGET_ONLY and (r.ratio or 0) > 1.0]
+        paid = [r for r in results if r.level == level and " k=" in r.config and (r.ratio or 0) > 1.0]
         best[level] = max(paid, key=lambda r: r.ratio or 0.0, default=None)
     off_from = next((lv for i, lv in enumerate(levels) if all(best[x] is None for x in levels[i:])), None)
     first = best[levels[0]]
@@ -205,6 +205,8 @@ class LoadSweep:
             loader = load_engine
         self.loader = loader
         self.runs: list[LevelRun] = []
+        self.max_num_seqs: int | None = None
+        """The engine's ``max_num_seqs`` (where a measured schedule ends); known once ``run`` loaded it."""
 
     def requests_at(self, level: int) -> int:
         return max(len(self.prompts), 2 * level)
@@ -227,6 +229,7 @@ class LoadSweep:
 
     def run(self, progress: Progress = lambda _d, _n: None) -> list[LevelRun]:
         target = self.loader(engine_config(self.base, ConfigSpec(None)))
+        self.max_num_seqs = getattr(target, "max_num_seqs", None)
         try:
             self.check_capacity(target)
             self._warm(target)

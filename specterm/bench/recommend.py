@@ -60,6 +60,10 @@ class Recommendation(BaseModel):
     speculation_off_from: int | None = None
     """``bench --concurrency``: the lowest level from which nothing beats target-only; None if never."""
 
+    spec_schedule: list[tuple[int, int, int]] | None = None
+    """``bench --concurrency --recommend``: k per batch size (``bench/schedule.py``), ``k`` its largest;
+    written to ``[engine]`` so the next engine runs it through vLLM's own mechanism."""
+
     grammar_drafting: bool | None = None
     """``draft_model``: whether the winner drafted under the grammar (bench's ``draft_model+grammar``);
     written to the config with the method. ``None``: not a draft-model winner."""
@@ -76,7 +80,10 @@ class Recommendation(BaseModel):
     def label(self) -> str:
         if self.method == NO_SPECULATION:
             return "no speculation"
-        return f"{self.method}{GRAMMAR_SUFFIX if self.grammar_drafting else ''} k={self.k}"
+        name = f"{self.method}{GRAMMAR_SUFFIX if self.grammar_drafting else ''}"
+        if self.spec_schedule:
+            return f"{name} schedule {[list(r) for r in self.spec_schedule]}"
+        return f"{name} k={self.k}"
 
     def matches(self, config: EngineConfig) -> bool:
         """Measured on this engine's pair, method and k (a different k or pair expects something else)."""
@@ -88,6 +95,7 @@ class Recommendation(BaseModel):
             config.target == self.target
             and method == self.method
             and same_k
+            and (config.spec_schedule or None) == (self.spec_schedule or None)
             and same_grammar
             and (not draft_matters or config.draft == self.draft)
         )
@@ -154,6 +162,10 @@ def write(path: Path, rec: Recommendation) -> None:
     engine["method"] = rec.method
     if rec.method != NO_SPECULATION:
         engine["num_speculative_tokens"] = rec.k
+    if rec.spec_schedule is not None:
+        engine["spec_schedule"] = [list(r) for r in rec.spec_schedule]
+    elif "spec_schedule" in engine:  # a fixed k measured now replaces an older schedule
+        del engine["spec_schedule"]
     if rec.grammar_drafting is not None:
         engine["grammar_drafting"] = rec.grammar_drafting
     doc["recommendation"] = rec.model_dump(exclude_none=True)

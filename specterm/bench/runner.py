@@ -42,6 +42,8 @@ class ConfigSpec:
     k: int = 0
     grammar: bool = False
     """Grammar drafting (``engine/grammar_draft.py``); bench's method name ``draft_model+grammar``."""
+    schedule: tuple[tuple[int, int, int], ...] | None = None
+    """A batch-size schedule (``--spec-schedule``, under ``--concurrency``), k at most ``k``."""
 
     @property
     def name(self) -> str | None:
@@ -49,7 +51,9 @@ class ConfigSpec:
 
     @property
     def label(self) -> str:
-        return TARGET_ONLY if self.method is None else f"{self.name} k={self.k}"
+        if self.method is None:
+            return TARGET_ONLY
+        return f"{self.name} schedule" if self.schedule else f"{self.name} k={self.k}"
 
 
 @dataclass
@@ -144,10 +148,16 @@ def record_from_events(
 
 
 def engine_config(base: EngineConfig, spec: ConfigSpec) -> EngineConfig:
+    # A fixed k is measured as that k: a batch-size schedule given to the bench is not applied to it.
     if spec.method is None:
-        return base.model_copy(update={"method": None})
+        return base.model_copy(update={"method": None, "spec_schedule": None})
     return base.model_copy(
-        update={"method": spec.method, "num_speculative_tokens": spec.k, "grammar_drafting": spec.grammar}
+        update={
+            "method": spec.method,
+            "num_speculative_tokens": spec.k,
+            "grammar_drafting": spec.grammar,
+            "spec_schedule": None if spec.schedule is None else [list(r) for r in spec.schedule],
+        }
     )
 
 

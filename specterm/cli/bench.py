@@ -78,6 +78,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "config file, with its expected speed-up for the dashboard",
     )
     p.add_argument(
+        "--print-speculative-config",
+        action="store_true",
+        help="with --concurrency: print the measured k-per-batch-size schedule as the ready "
+        "--speculative-config JSON for vllm serve / specterm vllm-serve",
+    )
+    p.add_argument(
         "--suffix-cold",
         action="store_true",
         help="reset suffix decoding's tree before every measured request (default: it keeps "
@@ -120,6 +126,16 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError("--recommend needs a speed bench; drop --sanity")
     if args.concurrency and args.sanity:
         raise ConfigError("--sanity and --concurrency are separate runs; pick one")
+    if args.print_speculative_config and not args.concurrency:
+        raise ConfigError("--print-speculative-config needs --concurrency (a schedule is measured under load)")
+    if args.concurrency and (args.recommend or args.print_speculative_config):
+        from specterm.bench.schedule import MIN_LEVELS
+
+        if len(set(_list(args.concurrency, (), int, "--concurrency"))) < MIN_LEVELS:
+            raise ConfigError(
+                f"--recommend with --concurrency builds a k-per-batch-size schedule: it needs at "
+                f"least {MIN_LEVELS} levels, e.g. --concurrency 1,2,4,8"
+            )
     console = Console(highlight=False)
     base = engine_config_from_args(args)
     if args.sanity:
@@ -173,7 +189,10 @@ def load_sweep(args: argparse.Namespace, base, console) -> int:
     show(console, results, title=title)
     if args.plot:
         write_load_svg(args.plot, results, title=title)
-    rec = _recommend_load(results, base, console) if args.recommend else None
+    measured = _schedule(results, sweep, console) if args.recommend or args.print_speculative_config else None
+    if args.print_speculative_config:
+        _print_speculative_config(base, measured, console)
+    rec = _recommend_load(results, base, console, measured) if args.recommend else None
     if args.json:
         write_json(
             args.json,
@@ -293,7 +312,18 @@ def _specs(args: argparse.Namespace, base) -> list:
     if args.repeats < 1:
         raise ConfigError("bad --repeats: must be >= 1")
     # plain draft_model is vLLM's drafting unless --grammar-drafting asks (draft_model+grammar compares)
-    return plan(methods, ks, grammar=base.grammar_drafting is True)
+    specs = plan(methods, ks, grammar=base.grammar_drafting is True)
+    if base.spec_schedule is not None:
+        if not args.concurrency:
+            raise ConfigError(
+                "a spec schedule picks k by batch size, and this bench runs one request at a time "
+                "(batch size 1): measure it under load with --concurrency"
+            )
+        from specterm.bench.runner import ConfigSpec
+
+        schedule = tuple(tuple(r) for r in base.spec_schedule)
+        specs.append(ConfigSpec(base.method, base.num_speculative_tokens, bool(base.grammar_drafting), schedule))
+    return specs
 
 
 def bench(args: argparse.Namespace, base, console) -> int:
@@ -370,10 +400,62 @@ def _recommend(per_workload: dict, base, console):
     )
 
 
-def _recommend_load(results, base, console):
+def _schedule(results, sweep, console):
+    """The measured schedule (``bench/schedule.py``), said in one line; None when speculation never paid."""
+    from specterm.bench.schedule import batch_sizes, build
+
+    top = sweep.max_num_seqs or 256  # vLLM's default when the engine did not say
+    measured = build(results, batch_sizes(sweep.runs), top)
+    console.print(
+        f"schedule (max_num_seqs {top}): {measured.describe()}"
+        if measured
+        else "schedule: speculation beat target-only at no level; no schedule"
+    )
+    return measured
+
+
+def _speculative_config(base, measured) -> dict | None:
+    from specterm.bench.runner import GRAMMAR_SUFFIX
+
+    if measured is None:
+        return None
+    method = measured.method.removesuffix(GRAMMAR_SUFFIX)
+    config = base.model_copy(
+        update={"method": method, "num_speculative_tokens": measured.k_max, "spec_schedule": measured.schedule}
+    )
+    return config.speculative_config()
+
+
+def _print_speculative_config(base, measured, console) -> None:
+    """The JSON for ``vllm serve --speculative-config`` on stdout, alone on its line (scripts take it)."""
+    import json
+
+    spec = _speculative_config(base, measured)
+    if spec is None:
+        console.print("no --speculative-config: serve without speculation", style="yellow")
+        return
+    print(json.dumps(spec), flush=True)
+
+
+def _recommend_load(results, base, console, measured=None):
     from specterm.bench.load import recommend_per_load
 
     rec = recommend_per_load(results, base)
+    if measured is not None:
+        from specterm.bench.runner import GRAMMAR_SUFFIX
+
+        method = measured.method.removesuffix(GRAMMAR_SUFFIX)
+        grammar = measured.method.endswith(GRAMMAR_SUFFIX)
+        rec = rec.model_copy(
+            update={
+                "method": method,
+                "k": measured.k_max,
+                "spec_schedule": measured.schedule,
+                "draft": base.draft if method == "draft_model" else None,
+                # as recommend_per_load: only a measured comparison decides grammar drafting
+                "grammar_drafting": (grammar or rec.grammar_drafting) if method == "draft_model" else None,
+            }
+        )
     per = ", ".join(f"{lv}: {label}" for lv, label in (rec.per_load or {}).items())
     off = (
         f"; speculation off from {rec.speculation_off_from} in flight"

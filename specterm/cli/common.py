@@ -58,6 +58,13 @@ def add_engine_args(p: argparse.ArgumentParser, *, method_and_k: bool = True) ->
         help="draft under each structured request's grammar: masked drafts, and runs the grammar "
         "forces proposed without draft passes (--method draft_model; docs/grammar-drafting.md)",
     )
+    g.add_argument(
+        "--spec-schedule",
+        metavar="JSON_OR_FILE",
+        help="k per batch size, vLLM's num_speculative_tokens_per_batch_size: inclusive "
+        "[[first, last, k], ...] ranges of requests per step, e.g. '[[1,1,4],[2,2,2],[3,256,0]]' "
+        "(k = 0: off; each k <= -k); written by bench --concurrency --recommend",
+    )
     g.add_argument("--no-spec", action="store_true", help="target-only: speculation off, same code path")
     g.add_argument(
         "--preset",
@@ -148,6 +155,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
             "distributed_executor_backend",
             "chat_template",
             "grammar_drafting",
+            "spec_schedule",
             *SUFFIX_KNOBS,
         )
     }
@@ -170,8 +178,8 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         if (str(pair.target), str(pair.draft)) != defaults:  # fell back to the small pair
             defaults = (str(pair.target), str(pair.draft))
             config = resolve_engine_config(flags, preset=None, default_models=defaults)
-    if args.no_spec:
-        config = config.model_copy(update={"method": None})
+    if args.no_spec:  # target-only: no k, so no k per batch size either
+        config = config.model_copy(update={"method": None, "spec_schedule": None})
     return config
 
 

@@ -305,6 +305,8 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
             f"{s['grammar_accepted']} accepted; {s['draft_passes']} draft passes "
             f"({_num(stats.draft_passes_per_token)} per token)",
         )
+    if line := stats.k_line():  # recorded batch sizes: what a k-per-batch-size schedule did
+        row("steps per k @ batch size", line)
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
     lat, ttft = f["step_latency_s"], f["ttft_s"]
     row(

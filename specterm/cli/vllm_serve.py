@@ -62,6 +62,43 @@ def _split(args: argparse.Namespace) -> list[str]:
     return rest
 
 
+def _flag(rest: list[str], *names: str) -> str | None:
+    """The value of the last of ``names`` in vLLM's flags (``--flag value`` or ``--flag=value``)."""
+    value = None
+    for i, a in enumerate(rest):
+        name, eq, inline = a.partition("=")
+        if name in names:
+            value = inline if eq else (rest[i + 1] if i + 1 < len(rest) else None)
+    return value
+
+
+def _check_schedule(rest: list[str]) -> None:
+    """A k-per-batch-size schedule in ``--speculative-config``: vLLM's validator before a minutes-long
+    start, and refused with data parallelism, where vLLM would drop it with only a log warning."""
+    import json
+
+    from specterm.engine.spec_schedule import check_for, validate
+    from specterm.errors import ConfigError
+
+    text = _flag(rest, "--speculative-config", "-sc")
+    try:
+        spec = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return  # vLLM's own parser says what is wrong with it
+    schedule = spec.get("num_speculative_tokens_per_batch_size") if isinstance(spec, dict) else None
+    if schedule is None:
+        return
+    if not spec.get("num_speculative_tokens"):
+        raise ConfigError("--speculative-config with a schedule needs num_speculative_tokens (its largest k)")
+    dp = _flag(rest, "--data-parallel-size", "-dp")
+    check_for(
+        validate(schedule),
+        method=spec.get("method"),
+        k_max=int(spec.get("num_speculative_tokens") or 0),
+        data_parallel_size=int(dp) if dp and dp.isdigit() else 1,
+    )
+
+
 def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The vLLM command line and the environment variables that configure the publisher."""
     from specterm.errors import ConfigError
@@ -69,6 +106,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     rest = _split(args)
     if any(a == "--scheduler-cls" or a.startswith("--scheduler-cls=") for a in rest):
         raise ConfigError("vllm-serve sets --scheduler-cls itself; run vLLM directly to use another scheduler")
+    _check_schedule(rest)
     # The flag, else the environment the server would read anyway: an explicit SPECTERM_PUBLISH=off
     # or a path set only there is obeyed, and `specterm attach` (which reads the same variable) finds it.
     chosen, what = (args.publish, "--publish") if args.publish else (os.environ.get(wire.ENV_ADDR), f"${wire.ENV_ADDR}")

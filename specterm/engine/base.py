@@ -18,7 +18,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from specterm.engine.chat import Prompt, PromptRenderer
 from specterm.events import RequestFinished, Sink, Speculation
@@ -74,7 +74,59 @@ class EngineConfig(BaseModel):
     """Responses kept in the global tree; 0 leaves only the per-prompt trees."""
     suffix_decoding_max_spec_factor: float = Field(1.0, ge=0.0)
     suffix_decoding_min_token_prob: float = Field(0.1, ge=0.0, le=1.0)
+    spec_schedule: list[tuple[int, int, int]] | None = None
+    """k per batch size: vLLM's ``num_speculative_tokens_per_batch_size``, inclusive ``(first, last,
+    k)`` ranges of requests per step, k = 0 off, each k at most ``num_speculative_tokens``
+    (``engine/spec_schedule.py``; measured by ``bench --concurrency --recommend``). ``None``: k always."""
     extra_engine_args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("spec_schedule", mode="before")
+    @classmethod
+    def _schedule_is_vllms(cls, value: Any) -> Any:
+        """JSON text or a file (flag, environment) parsed; then vLLM's own validator, one line."""
+        if value is None:
+            return None
+        from specterm.engine import spec_schedule
+        from specterm.errors import ConfigError
+
+        try:
+            return spec_schedule.validate(spec_schedule.parse(value))
+        except ConfigError as err:
+            raise ValueError(str(err)) from None
+
+    @model_validator(mode="after")
+    def _schedule_runs_as_written(self) -> EngineConfig:
+        if self.spec_schedule is not None:
+            from specterm.engine.spec_schedule import check_for
+            from specterm.errors import ConfigError
+
+            try:
+                check_for(
+                    self.spec_schedule,
+                    method=self.method,
+                    k_max=self.num_speculative_tokens,
+                    data_parallel_size=int(self.extra_engine_args.get("data_parallel_size", 1) or 1),
+                )
+            except ConfigError as err:
+                raise ValueError(str(err)) from None
+        return self
+
+    def speculative_config(self) -> dict[str, Any] | None:
+        """vLLM's ``speculative_config`` for this engine (``None``: target-only); what the engine
+        passes, and what ``bench --print-speculative-config`` prints for ``vllm serve``."""
+        if self.method is None:
+            return None
+        spec: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.method in NEEDS_DRAFT_MODEL:
+            spec["model"] = self.draft
+        if self.method == "ngram":
+            spec["prompt_lookup_min"] = self.ngram_prompt_lookup_min
+            spec["prompt_lookup_max"] = self.ngram_prompt_lookup_max
+        if self.method == "suffix":
+            spec |= {name: getattr(self, name) for name in SUFFIX_KNOBS}
+        if self.spec_schedule is not None:
+            spec["num_speculative_tokens_per_batch_size"] = [list(r) for r in self.spec_schedule]
+        return spec
 
     @property
     def speculative(self) -> bool:

@@ -135,6 +135,8 @@ class CapturingScheduler(Scheduler):
             spec = scheduler_output.scheduled_spec_decode_tokens
             invalid = scheduler_output.num_invalid_spec_tokens or {}
             index = model_runner_output.req_id_to_index
+            batch = len(scheduler_output.num_scheduled_tokens)  # what vLLM's k-by-batch-size lookup keys on
+            passes = self._passes_this_step(scheduler_output)
             for req_id in scheduler_output.num_scheduled_tokens:
                 i = index.get(req_id)
                 if i is None or not sampled[i]:
@@ -151,8 +153,9 @@ class CapturingScheduler(Scheduler):
                         self._allowed.get(req_id),
                         padding=len(slots) - len(drafted) - bad,  # -1s the grammar did not cause
                         from_grammar=self._from_grammar(req_id, drafted),
-                        draft_passes=self._passes(req_id),
+                        draft_passes=self._passes(req_id, passes),
                         dropped=self._dropped.pop(req_id, 0),
+                        batch_size=batch,
                     )
                 )
         return super().update_from_output(scheduler_output, model_runner_output)
@@ -164,13 +167,21 @@ class CapturingScheduler(Scheduler):
             return None
         return tuple(proposal.from_grammar[: len(drafted)])
 
-    def _passes(self, req_id: str) -> int | None:
+    def _passes_this_step(self, scheduler_output) -> int | None:
+        """Plain ``draft_model``: the k this step's proposer ran for, which a batch-size schedule
+        (``num_speculative_tokens_per_batch_size``) sets per step from the batch size; ``None``
+        without a draft model."""
+        if self.passes_per_step is None:
+            return None
+        return getattr(scheduler_output, "num_spec_tokens_to_schedule", self.passes_per_step)
+
+    def _passes(self, req_id: str, plain: int | None) -> int | None:
         """Draft passes this step's own proposal ran (it ran inside this step's execution, before
         ``update_from_output``): every step proposes, the last one too."""
         if self.grammar_drafts is not None:
             proposal = self.grammar_drafts.proposals.get(req_id)
             return proposal.passes if proposal is not None else 0
-        return self.passes_per_step
+        return plain
 
     def take_records(self) -> list[StepRecord]:
         records, self.records = self.records, []

@@ -255,8 +255,9 @@ class PublishingScheduler(CapturingScheduler):
         )
 
     def _publish(self, reqs: dict, before: dict) -> None:
-        opened, recs, done = [], [], []
+        opened, recs, done, batch = [], [], [], None
         for r in self.take_records():
+            batch = r.batch_size
             req = reqs.get(r.req_id)
             if req is None:
                 continue
@@ -289,6 +290,7 @@ class PublishingScheduler(CapturingScheduler):
                     opened=opened,
                     recs=recs,
                     done=done,
+                    batch_size=batch,
                 )
             )
 

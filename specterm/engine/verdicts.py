@@ -49,6 +49,8 @@ class StepRecord:
     dropped: int = 0
     """Drafts proposed for this step that the grammar forbade and vLLM dropped before scheduling
     (``CapturingScheduler.update_draft_token_ids``); not in ``drafted``, not in vLLM's counters."""
+    batch_size: int | None = None
+    """Requests scheduled in the step (``SpecStep.batch_size``)."""
 
     def forced(self, position: int) -> bool:
         """The grammar allowed exactly one token at ``position`` of this step's sampled ids."""
@@ -144,6 +146,7 @@ class StepAssembler:
             draft_passes=record.draft_passes if record else None,
             dropped_drafts=record.dropped if record else 0,
             wall_s=wall_s,
+            batch_size=record.batch_size if record else None,
         )
         self._index += 1
         self.stats.add_step(step)

@@ -25,7 +25,6 @@ from typing import Any
 from specterm.engine.base import (
     DEFAULT_MAX_MODEL_LEN,
     NEEDS_DRAFT_MODEL,
-    SUFFIX_KNOBS,
     Capabilities,
     EngineConfig,
     GenerationParams,
@@ -142,15 +141,7 @@ def _engine_args(config: EngineConfig):
         },
     )
     if config.method is not None:
-        spec: dict[str, Any] = {"method": config.method, "num_speculative_tokens": config.num_speculative_tokens}
-        if config.method in NEEDS_DRAFT_MODEL:
-            spec["model"] = config.draft
-        if config.method == "ngram":
-            spec["prompt_lookup_min"] = config.ngram_prompt_lookup_min
-            spec["prompt_lookup_max"] = config.ngram_prompt_lookup_max
-        if config.method == "suffix":
-            spec |= {name: getattr(config, name) for name in SUFFIX_KNOBS}
-        kwargs["speculative_config"] = spec
+        kwargs["speculative_config"] = config.speculative_config()
         kwargs["per_request_spec_decode_metrics"] = "detailed"  # refused without speculation
         if config.drafts_with_grammar and build != "cpu":
             # The proposals are matched to the step that verifies them in schedule order (capture.py);
@@ -307,6 +298,13 @@ class VllmSpecEngine(SpecEngine):
     def cache_config(self) -> Any:
         """The scheduler's KV-cache config (``num_gpu_blocks``, ``block_size``); ``None`` if it has none."""
         return getattr(engine_scheduler(self._engine), "cache_config", None)
+
+    @property
+    def max_num_seqs(self) -> int | None:
+        """Requests vLLM schedules in one step at most: where a batch-size schedule must end."""
+        from specterm.engine.vllm_internals import max_num_seqs
+
+        return max_num_seqs(self._engine)
 
     def counters_at_start(self) -> dict[str, Any] | None:
         """vLLM's spec-decode counters before a run, to reconcile with after it; ``None`` without

@@ -29,7 +29,15 @@ Reached (``owner`` then its ``.attributes``: why; who uses it):
   ``.requests`` ``.structured_output_manager`` ``.vllm_config`` ``.cache_config``: the verdict hook
   subclasses it (``scheduler_class``) and overrides or reads these (capture.py, publish.py).
 * ``vllm.v1.core.sched.output.SchedulerOutput`` ``.scheduled_spec_decode_tokens``
-  ``.num_invalid_spec_tokens`` ``.num_scheduled_tokens``: the drafts a step verifies (capture.py).
+  ``.num_invalid_spec_tokens`` ``.num_scheduled_tokens`` ``.num_spec_tokens_to_schedule``: the drafts
+  a step verifies, the requests it scheduled (its batch size), and the k vLLM picked for the drafts it
+  proposes (a batch-size schedule's; capture.py).
+* ``vllm.v1.spec_decode.dynamic.utils`` ``.validate_and_normalize_dynamic_sd_schedule``
+  ``.build_dynamic_sd_schedule_lookup``: a k-per-batch-size schedule checked and expanded exactly as
+  vLLM does (spec_schedule.py; ``validate_sd_schedule``, ``sd_schedule_lookup``).
+* ``vllm.v1.engine.llm_engine.LLMEngine`` ``.vllm_config``, ``vllm.config.VllmConfig``
+  ``.scheduler_config``, ``vllm.config.SchedulerConfig`` ``.max_num_seqs``: the most requests one step
+  schedules, where a measured schedule ends (``max_num_seqs``).
 * ``vllm.v1.core.sched.output.GrammarOutput`` ``.grammar_bitmask`` ``.structured_output_request_ids``:
   the grammar's rows per position, counted for forced tokens (capture.py).
 * ``vllm.v1.outputs.ModelRunnerOutput`` ``.sampled_token_ids`` ``.req_id_to_index``: what the target
@@ -133,6 +141,25 @@ def _capped_engine_args_class() -> type:
 def engine_scheduler(engine: Any) -> Any:
     """The scheduler of an ``LLMEngine`` whose EngineCore runs in this process."""
     return engine.engine_core.engine_core.scheduler
+
+
+def max_num_seqs(engine: Any) -> int | None:
+    """The most requests an ``LLMEngine`` schedules in one step."""
+    return getattr(getattr(getattr(engine, "vllm_config", None), "scheduler_config", None), "max_num_seqs", None)
+
+
+def validate_sd_schedule(raw: Any) -> list[tuple[int, int, int]]:
+    """vLLM's own check of a k-per-batch-size schedule (``ValueError`` saying what is wrong)."""
+    from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+
+    return validate_and_normalize_dynamic_sd_schedule(raw)
+
+
+def sd_schedule_lookup(schedule: Any, max_num_seqs: int, k_max: int) -> list[int]:
+    """k per batch size 1..max_num_seqs, expanded as vLLM's scheduler expands it (index 0 unused)."""
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    return build_dynamic_sd_schedule_lookup(schedule, max_num_seqs, k_max)
 
 
 def shutdown_engine(engine: Any) -> None:

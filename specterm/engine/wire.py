@@ -98,6 +98,8 @@ class Batch(msgspec.Struct, tag="batch"):
     opened: list[ReqOpen] = []
     recs: list[Rec] = []
     done: list[ReqDone] = []
+    batch_size: int | None = None
+    """Requests scheduled in the step (``SpecStep.batch_size``); ``None``: an older publisher."""
 
 
 class Bye(msgspec.Struct, tag="bye"):

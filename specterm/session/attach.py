@@ -288,6 +288,7 @@ class Attach:
                 r.invalid,
                 None if r.allowed is None else tuple(r.allowed),
                 padding=r.padding,
+                batch_size=b.batch_size,
             )
             req.assembler.add(list(r.emitted), record, b.wall)
             req.ids.extend(r.emitted)

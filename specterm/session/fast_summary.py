@@ -54,6 +54,11 @@ class _SpecStep(msgspec.Struct, kw_only=True, tag_field="type", tag="spec_step")
     draft_passes: int | None = None
     dropped_drafts: int = 0
     wall_s: float = 0.0
+    batch_size: int | None = None
+
+    @property
+    def k(self) -> int:
+        return len(self.drafted) + self.invalid_drafts
 
 
 class SummaryReader(SessionReader):

@@ -108,6 +108,9 @@ class AcceptancePanel(Panel):
                 out.append(f" {frac:4.2f}\n", styles["body"])
             if len(per_pos) > 8:
                 out.append(f"   … {len(per_pos) - 8} more positions\n", styles["meta"])
+        if any(b > 1 for sizes in session.by_k.values() for b in sizes):  # under load: k per batch size
+            out.append(f"{'k @batch':<9}", styles["meta"])
+            out.append(session.k_line() + "\n", styles["body"])
         if summary.step_accept:
             out.append("per step ", styles["meta"])
             out.append(sparkline(summary.step_accept, width - 9, lo=0.0, hi=1.0), styles["title"])
