@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, RequestFinished, SpecStep
+from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, Finding, RequestFinished, SpecStep
 
 
 @dataclass
@@ -227,6 +227,8 @@ class SessionSummary:
     """Wall time of every engine step, in order (the latency sparkline)."""
     step_accept: list[float] = field(default_factory=list)
     """Per engine step with drafts: accepted / drafted (the acceptance sparkline)."""
+    findings: list[Finding] = field(default_factory=list)
+    """What the detectors found (``specterm.diagnose``), in stream order: rare, so kept whole."""
 
     def request(self, request_id: str) -> RequestSummary:
         req = self.requests.get(request_id)
@@ -273,6 +275,14 @@ class SessionSummary:
             req.finish_reason, req.cancelled = event.finish_reason, event.cancelled
         elif isinstance(event, AgentStepFinished):
             self.agent_steps.append(event)
+        elif isinstance(event, Finding):
+            self.findings.append(event)
+
+    def findings_by_kind(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for finding in self.findings:
+            counts[finding.kind] = counts.get(finding.kind, 0) + 1
+        return counts
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -285,6 +295,8 @@ class SessionSummary:
                 s.answer is not None and bool(s.ungrounded) and s.withheld is None for s in self.agent_steps
             ),
             "withheld_answers": sum(s.withheld is not None for s in self.agent_steps),
+            "findings_by_kind": self.findings_by_kind(),
+            "findings": [f.model_dump(exclude={"type"}, exclude_none=True) for f in self.findings],
         }
 
 

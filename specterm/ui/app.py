@@ -69,6 +69,7 @@ class SpecTermApp(ThemedApp):
         placeholder: str = "Ask the agent…",
         loader: Any = None,
         attach: Callable[[Callable[[BaseEvent], None]], Any] | None = None,
+        thresholds: Any = None,
     ) -> None:
         super().__init__()
         self.state = ViewState(mode)
@@ -87,10 +88,22 @@ class SpecTermApp(ThemedApp):
         self.sampler: Any = None
         self.replayer: Any = None
         if mode == "replay":
+            from specterm.diagnose import Diagnoser, diagnosing
             from specterm.session.replay import Replayer
 
+            # The detectors run on the replayer's thread, as on the engine's live (session.live).
+            diagnoser = Diagnoser(thresholds)
+
+            def rewind() -> None:
+                diagnoser.reset()
+                self.bridge.reset()
+
             self.replayer = Replayer(
-                list(events), self.bridge.push, speed=speed, on_reset=self.bridge.reset, loading=loader is not None
+                list(events),
+                diagnosing(self.bridge.push, diagnoser),
+                speed=speed,
+                on_reset=rewind,
+                loading=loader is not None,
             )
         self._loader = loader
         self._attach_factory = attach
@@ -397,6 +410,7 @@ def make_app(
     export_dir: str | Path | None = None,
     intro: str = "",
     placeholder: str = "Ask the agent…",
+    thresholds: Any = None,
 ) -> SpecTermApp:
     """Build the app.
 
@@ -434,6 +448,7 @@ def make_app(
             speed=speed,
             autostart=autostart,
             gpu=False,
+            thresholds=thresholds,
             **common,
         )
     if session is None:
