@@ -6,7 +6,10 @@ reconciliation against vLLM all read these numbers, so they always agree. Defini
 
 * acceptance rate = accepted draft tokens / drafted tokens;
 * mean acceptance length = 1 + accepted / drafts, where a *draft* is a step with k > 0;
-* per-position acceptance i = drafts whose i-th token was accepted / drafts.
+* per-position acceptance i = drafts whose i-th token was accepted / drafts;
+* conditional acceptance i = drafts whose i-th token was accepted / drafts that verified an i-th
+  token with every earlier one accepted: where, once it got that far, the draft loses (vLLM PR
+  #39359 argues this says more than the unconditional rate).
 
 The accumulators are incremental (``add``), so a live UI and a 100k-step replay cost the same per
 event.
@@ -44,6 +47,9 @@ class SpecStats:
     """Emitted tokens that were grammar drafts the target accepted."""
     dropped_drafts: int = 0
     """Drafts the grammar forbade, dropped by vLLM before verification (``SpecStep.dropped_drafts``)."""
+    all_accepted_at_k: list[int] = field(default_factory=list)
+    """Drafts with every one of their k tokens accepted, by k: with ``accepted_per_pos`` it gives
+    how many drafts reached each position (``conditional_per_position``) at one count per step."""
 
     def add_step(self, step: SpecStep) -> None:
         by_verdict, forced, grammar = self.by_verdict, 0, 0
@@ -76,6 +82,11 @@ class SpecStats:
                 per_pos.extend([0] * (k - len(per_pos)))
             for i in range(step.accepted):
                 per_pos[i] += 1
+            if step.accepted >= k:
+                full = self.all_accepted_at_k
+                if len(full) <= k:
+                    full.extend([0] * (k + 1 - len(full)))
+                full[k] += 1
 
     def merge(self, other: SpecStats) -> None:
         """Add ``other``'s counts (every figure is a sum, so a session is its requests merged)."""
@@ -96,6 +107,11 @@ class SpecStats:
             per_pos.extend([0] * (len(other.accepted_per_pos) - len(per_pos)))
         for i, n in enumerate(other.accepted_per_pos):
             per_pos[i] += n
+        full = self.all_accepted_at_k
+        if len(full) < len(other.all_accepted_at_k):
+            full.extend([0] * (len(other.all_accepted_at_k) - len(full)))
+        for i, n in enumerate(other.all_accepted_at_k):
+            full[i] += n
 
     @property
     def tokens(self) -> int:
@@ -123,6 +139,20 @@ class SpecStats:
     def per_position(self) -> list[float]:
         return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
 
+    @property
+    def conditional_per_position(self) -> list[float | None]:
+        """P(position i accepted | positions before it accepted), per position; ``None`` where no
+        draft got that far. Drafts reaching i: those with i accepted already (``accepted_per_pos``
+        at i - 1; every draft at 0) less those that had only i tokens, all accepted."""
+        full = self.all_accepted_at_k
+        out: list[float | None] = []
+        reached_before = self.drafts
+        for i, accepted in enumerate(self.accepted_per_pos):
+            reached = reached_before - (full[i] if i < len(full) else 0)
+            out.append(accepted / reached if reached > 0 else None)
+            reached_before = accepted
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "tokens": self.tokens,
@@ -140,6 +170,7 @@ class SpecStats:
             "acceptance_rate": self.acceptance_rate,
             "mean_acceptance_length": self.mean_acceptance_length,
             "per_position": self.per_position,
+            "conditional_per_position": self.conditional_per_position,
         }
 
 

@@ -326,6 +326,10 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
             f"({_num(stats.draft_passes_per_token)} per token)",
         )
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
+    row(
+        "conditional per position",
+        "  ".join(f"{i}: {_num(p)}" for i, p in enumerate(s["conditional_per_position"], 1)) or "–",
+    )
     lat, ttft = f["step_latency_s"], f["ttft_s"]
     row(
         "step latency (ms)",
