@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from specterm.diagnose.thresholds import Thresholds
 from specterm.engine.base import EngineConfig
 from specterm.errors import ConfigError, first_error
 from specterm.paths import CONFIG_ENV, config_file
@@ -165,3 +166,24 @@ def resolve_engine_config(
     if "target" not in merged:
         raise ConfigError("no target model: pass --target PATH or set it in the config file")
     return _validate(merged, sources)
+
+
+def load_thresholds() -> Thresholds:
+    """The detectors' thresholds: the config file's ``[diagnose]`` table over the defaults. A value
+    out of range or a misspelt key is one line naming ``diagnose.<key>`` and the file."""
+    path = config_file()
+    if not path.exists():
+        _from_file(path)  # the same error as the engine's when SPECTERM_CONFIG names no file
+        return Thresholds()
+    try:
+        with path.open("rb") as f:
+            table = tomllib.load(f).get("diagnose", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+    if not isinstance(table, dict):
+        raise ConfigError(f"config file {path}: [diagnose] must be a table")
+    try:
+        return Thresholds(**table)
+    except ValidationError as err:
+        loc, msg = first_error(err)
+        raise ConfigError(f"bad diagnose.{'.'.join(str(p) for p in loc)} (from {path}): {msg}") from None

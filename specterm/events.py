@@ -272,6 +272,23 @@ class Error(BaseEvent):
     request_id: str | None = None
 
 
+FindingKind = Literal["collapse", "outlier", "loop", "mismatch", "invalid_drafts", "draft_passes", "latency_spike"]
+Severity = Literal["info", "warning", "error"]
+
+
+class Finding(BaseEvent):
+    """Something a detector (``specterm.diagnose``) found in the stream: one per episode, not one per
+    step. ``evidence`` holds the numbers it decided on (rates, counts, seconds), so a reader can judge
+    the threshold; ``request_id`` is the request to jump to (``None``: the session as a whole)."""
+
+    type: Literal["finding"] = "finding"
+    kind: FindingKind
+    severity: Severity = "warning"
+    request_id: str | None = None
+    message: str
+    evidence: dict[str, float] = Field(default_factory=dict)
+
+
 class SessionEnded(BaseEvent):
     type: Literal["session_ended"] = "session_ended"
     reason: str = "done"
@@ -292,6 +309,7 @@ EVENT_CLASSES: tuple[type[BaseEvent], ...] = (
     GpuSample,
     GpuStatus,
     Error,
+    Finding,
     SessionEnded,
 )
 # Not UP007's `X | Y`: Union[...] spreads the tuple into a union; `|` has no spelling for that (ruff's "safe" fix drops it)

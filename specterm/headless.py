@@ -18,6 +18,7 @@ from specterm.events import (
     BaseEvent,
     EngineCounters,
     Error,
+    Finding,
     RequestFinished,
     RequestStarted,
     Retrieval,
@@ -42,6 +43,15 @@ def summary_line(stats: SpecStats, wall_s: float | None = None) -> Text:
         parts.append(f"{rate_s:.1f} tok/s")
     counts = " ".join(f"{k} {v}" for k, v in stats.by_verdict.items())
     return Text(" · ".join(parts) + f"  [{counts}; rejected {stats.rejected}]", style="dim")
+
+
+FINDING_STYLES = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def finding_text(finding: Finding) -> Text:
+    """One finding as a line: ``⚑ kind: message`` (a mismatch in red), for the headless stream and
+    ``replay --summary``."""
+    return Text(f"⚑ {finding.kind}: {inert(finding.message)}", style=FINDING_STYLES[finding.severity])
 
 
 class HeadlessPrinter:
@@ -119,6 +129,8 @@ class HeadlessPrinter:
                         style="bold red",
                     )
                 )
+        elif isinstance(event, Finding):
+            self._line(finding_text(event))
         elif isinstance(event, EngineCounters) and not event.matched:
             self._line(Text(f"verdicts do NOT reconcile with vLLM: {inert(event.detail)}", style="bold red"))
 

@@ -6,7 +6,10 @@ reconciliation against vLLM all read these numbers, so they always agree. Defini
 
 * acceptance rate = accepted draft tokens / drafted tokens;
 * mean acceptance length = 1 + accepted / drafts, where a *draft* is a step with k > 0;
-* per-position acceptance i = drafts whose i-th token was accepted / drafts.
+* per-position acceptance i = drafts whose i-th token was accepted / drafts;
+* conditional acceptance i = drafts whose i-th token was accepted / drafts that verified an i-th
+  token with every earlier one accepted: where, once it got that far, the draft loses (vLLM PR
+  #39359 argues this says more than the unconditional rate).
 
 The accumulators are incremental (``add``), so a live UI and a 100k-step replay cost the same per
 event.
@@ -18,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, RequestFinished, SpecStep
+from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, Finding, RequestFinished, SpecStep
 
 
 @dataclass
@@ -47,6 +50,9 @@ class SpecStats:
     by_k: dict[int, dict[int, int]] = field(default_factory=dict)
     """Steps per k (``SpecStep.k``; 0: target tokens) and, within each, per batch size the step ran
     at (0: not recorded): what a batch-size schedule did, step by step."""
+    all_accepted_at_k: list[int] = field(default_factory=list)
+    """Drafts with every one of their k tokens accepted, by k: with ``accepted_per_pos`` it gives
+    how many drafts reached each position (``conditional_per_position``) at one count per step."""
 
     def add_step(self, step: SpecStep) -> None:
         by_verdict, forced, grammar = self.by_verdict, 0, 0
@@ -82,6 +88,11 @@ class SpecStats:
                 per_pos.extend([0] * (k - len(per_pos)))
             for i in range(step.accepted):
                 per_pos[i] += 1
+            if step.accepted >= k:
+                full = self.all_accepted_at_k
+                if len(full) <= k:
+                    full.extend([0] * (k + 1 - len(full)))
+                full[k] += 1
 
     def merge(self, other: SpecStats) -> None:
         """Add ``other``'s counts (every figure is a sum, so a session is its requests merged)."""
@@ -106,6 +117,11 @@ class SpecStats:
             per_pos.extend([0] * (len(other.accepted_per_pos) - len(per_pos)))
         for i, n in enumerate(other.accepted_per_pos):
             per_pos[i] += n
+        full = self.all_accepted_at_k
+        if len(full) < len(other.all_accepted_at_k):
+            full.extend([0] * (len(other.all_accepted_at_k) - len(full)))
+        for i, n in enumerate(other.all_accepted_at_k):
+            full[i] += n
 
     @property
     def tokens(self) -> int:
@@ -133,6 +149,20 @@ class SpecStats:
     def per_position(self) -> list[float]:
         return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
 
+    @property
+    def conditional_per_position(self) -> list[float | None]:
+        """P(position i accepted | positions before it accepted), per position; ``None`` where no
+        draft got that far. Drafts reaching i: those with i accepted already (``accepted_per_pos``
+        at i - 1; every draft at 0) less those that had only i tokens, all accepted."""
+        full = self.all_accepted_at_k
+        out: list[float | None] = []
+        reached_before = self.drafts
+        for i, accepted in enumerate(self.accepted_per_pos):
+            reached = reached_before - (full[i] if i < len(full) else 0)
+            out.append(accepted / reached if reached > 0 else None)
+            reached_before = accepted
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "tokens": self.tokens,
@@ -151,6 +181,7 @@ class SpecStats:
             "mean_acceptance_length": self.mean_acceptance_length,
             "per_position": self.per_position,
             "by_k": {k: dict(sorted(v.items())) for k, v in sorted(self.by_k.items())},
+            "conditional_per_position": self.conditional_per_position,
         }
 
     def k_line(self) -> str:
@@ -250,6 +281,8 @@ class SessionSummary:
     """Wall time of every engine step, in order (the latency sparkline)."""
     step_accept: list[float] = field(default_factory=list)
     """Per engine step with drafts: accepted / drafted (the acceptance sparkline)."""
+    findings: list[Finding] = field(default_factory=list)
+    """What the detectors found (``specterm.diagnose``), in stream order: rare, so kept whole."""
 
     def request(self, request_id: str) -> RequestSummary:
         req = self.requests.get(request_id)
@@ -296,6 +329,14 @@ class SessionSummary:
             req.finish_reason, req.cancelled = event.finish_reason, event.cancelled
         elif isinstance(event, AgentStepFinished):
             self.agent_steps.append(event)
+        elif isinstance(event, Finding):
+            self.findings.append(event)
+
+    def findings_by_kind(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for finding in self.findings:
+            counts[finding.kind] = counts.get(finding.kind, 0) + 1
+        return counts
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -308,6 +349,8 @@ class SessionSummary:
                 s.answer is not None and bool(s.ungrounded) and s.withheld is None for s in self.agent_steps
             ),
             "withheld_answers": sum(s.withheld is not None for s in self.agent_steps),
+            "findings_by_kind": self.findings_by_kind(),
+            "findings": [f.model_dump(exclude={"type"}, exclude_none=True) for f in self.findings],
         }
 
 

@@ -105,12 +105,14 @@ def run_dashboard(args: argparse.Namespace, addr: str, token: str | None, hello:
 def run_headless(args: argparse.Namespace, addr: str, token: str | None, hello: wire.Hello | None = None) -> int:
     import threading
 
+    from specterm.config import load_thresholds
+    from specterm.diagnose import Diagnoser
     from specterm.events import SessionEnded
     from specterm.headless import RequestBlockPrinter
     from specterm.session.attach import Attach, RecordingSink, scrape_spec_counters
 
     printer = RequestBlockPrinter(json=args.json, show_rejected=args.show_rejected)
-    sink = RecordingSink(printer, make_recorder(args))
+    sink = RecordingSink(printer, make_recorder(args), Diagnoser(load_thresholds()))
     attach = Attach(addr, sink, token=token, tokenizer=args.tokenizer, max_requests=args.max_requests, hello=hello)
     before = scrape_spec_counters(args.metrics) if args.metrics else None
     timer = threading.Timer(args.duration, attach.stop) if args.duration else None

@@ -104,11 +104,15 @@ def handle(args: argparse.Namespace) -> int:
             from specterm.ui.compare_app import run_compare_replay
 
             return run_compare_replay(read_session(args.replay), speed=args.speed or float("inf"))
-        return run_replay_app(args.replay, speed=args.speed, **ui)
+        from specterm.config import load_thresholds
+
+        return run_replay_app(args.replay, speed=args.speed, thresholds=load_thresholds(), **ui)
 
     from functools import partial
 
     from specterm.cli.common import recorder_from_args, session_header
+    from specterm.config import load_thresholds
+    from specterm.diagnose import Diagnoser
     from specterm.engine import SessionClock, load_engine
     from specterm.session.live import LiveSession, make_runner
 
@@ -132,7 +136,12 @@ def handle(args: argparse.Namespace) -> int:
 
         engine_factory, runner_factory = process_factories(engine_factory, runner_factory)
     session = LiveSession(
-        header=header, engine_factory=engine_factory, runner_factory=runner_factory, recorder=recorder, clock=clock
+        header=header,
+        engine_factory=engine_factory,
+        runner_factory=runner_factory,
+        recorder=recorder,
+        clock=clock,
+        diagnoser=Diagnoser(load_thresholds()),
     )
     app = make_app(
         session=session,

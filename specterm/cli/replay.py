@@ -8,6 +8,10 @@
 * ``--summary``: per-request and whole-session figures (``specterm.stats.summarize``) as tables;
   with ``--json``, as one JSON object.
 
+Every mode runs the detectors (``specterm.diagnose``, thresholds from the config file's
+``[diagnose]`` table) on the events, a session recorded before they existed included: headless
+prints each finding where it occurs, ``--summary`` counts them by kind and lists them.
+
 Reader warnings go to standard error, one line each; an unreadable file is one ``specterm: error:``
 line and a non-zero exit.
 """
@@ -74,7 +78,10 @@ def _note(line: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from specterm.config import load_thresholds
     from specterm.session.reader import read_session
+
+    thresholds = load_thresholds()  # a bad [diagnose] value: one line, before anything is read
 
     if args.json and not (args.summary or args.headless):
         args.headless = True  # JSONL events only make sense headless
@@ -97,7 +104,8 @@ def handle(args: argparse.Namespace) -> int:
                     return run_compare_replay(data, speed=1.0 if args.speed is None else args.speed)
                 # The dashboard reads the file itself: the header and first events before its first
                 # frame, the rest on a worker while it plays (its warnings appear when it is read).
-                return int(run_replay_app(args.file, speed=1.0 if args.speed is None else args.speed) or 0)
+                speed = 1.0 if args.speed is None else args.speed
+                return int(run_replay_app(args.file, speed=speed, thresholds=thresholds) or 0)
     if args.summary and is_compare_file(args.file):  # per side, not the two sides merged
         from specterm.cli.compare import print_report
 
@@ -109,7 +117,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.summary:
         from specterm.session.fast_summary import summarize_file
 
-        data, summary = summarize_file(args.file)  # counted as read: no event objects kept
+        data, summary = summarize_file(args.file, thresholds=thresholds)  # counted as read: no event objects kept
         for warning in data.warnings:
             _warn(warning)
         with _writing_output():
@@ -126,7 +134,11 @@ def handle(args: argparse.Namespace) -> int:
         with _writing_output():
             return print_report(data.header, data.events)
     return replay_headless(
-        data, speed=math.inf if args.speed is None else args.speed, as_json=args.json, show_rejected=args.show_rejected
+        data,
+        speed=math.inf if args.speed is None else args.speed,
+        as_json=args.json,
+        show_rejected=args.show_rejected,
+        thresholds=thresholds,
     )
 
 
@@ -144,8 +156,12 @@ def is_compare_file(source: Any) -> bool:
     return is_compare(source)
 
 
-def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_rejected: bool = False) -> int:
-    """Drive the headless printer from a ``Replayer`` — the same event path the dashboard uses."""
+def replay_headless(
+    data: Any, *, speed: float, as_json: bool = False, show_rejected: bool = False, thresholds: Any = None
+) -> int:
+    """Drive the headless printer from a ``Replayer`` — the same event path the dashboard uses,
+    detectors included (``specterm.diagnose``: the findings are printed where they occur)."""
+    from specterm.diagnose import Diagnoser, diagnosing
     from specterm.headless import HeadlessPrinter, RequestBlockPrinter
     from specterm.session.replay import Replayer
 
@@ -155,7 +171,7 @@ def replay_headless(data: Any, *, speed: float, as_json: bool = False, show_reje
     with _writing_output():
         if as_json:
             printer(data.header)
-        replayer = Replayer(data.events, printer, speed=speed)
+        replayer = Replayer(data.events, diagnosing(printer, Diagnoser(thresholds)), speed=speed)
         replayer.start()
         try:
             while not replayer.wait_idle(0.25):  # short waits keep Ctrl+C responsive
@@ -254,6 +270,10 @@ def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> i
     if figures["requests"]:
         for table in _requests_tables(figures["requests"]):
             console.print(table)
+    from specterm.headless import finding_text
+
+    for finding in summary.findings:
+        console.print(finding_text(finding))
     return 0
 
 
@@ -308,6 +328,10 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
     if line := stats.k_line():  # recorded batch sizes: what a k-per-batch-size schedule did
         row("steps per k @ batch size", line)
     row("per-position acceptance", "  ".join(f"{i}: {p:.2f}" for i, p in enumerate(s["per_position"], 1)) or "–")
+    row(
+        "conditional per position",
+        "  ".join(f"{i}: {_num(p)}" for i, p in enumerate(s["conditional_per_position"], 1)) or "–",
+    )
     lat, ttft = f["step_latency_s"], f["ttft_s"]
     row(
         "step latency (ms)",
@@ -318,6 +342,8 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
         "TTFT (ms)",
         f"mean {_num(ttft['mean'], '.1f', 1e3)}  max {_num(ttft['max'], '.1f', 1e3)} over {ttft['count']} requests",
     )
+    by_kind = f.get("findings_by_kind") or {}
+    row("findings", ", ".join(f"{kind} {n}" for kind, n in by_kind.items()) or "none")
     if f["skipped_unknown"]:
         row("skipped", f"{f['skipped_unknown']} events of unknown type")
     return table

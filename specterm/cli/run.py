@@ -45,6 +45,8 @@ def handle(args: argparse.Namespace) -> int:
     import sys
 
     from specterm.cli.common import recorder_from_args
+    from specterm.config import load_thresholds
+    from specterm.diagnose import Diagnoser
     from specterm.engine import SessionClock, load_engine
     from specterm.engine.chat import ChatPrompt, check_fits
     from specterm.engine.schema import load_schema_file
@@ -60,6 +62,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.raw and args.system:
         raise ConfigError("--system needs chat mode; drop --raw (raw text has no roles)")
     config = engine_config_from_args(args)
+    thresholds = load_thresholds()  # a bad [diagnose] value fails before the engine starts
     request = prompt if args.raw else ChatPrompt.user(prompt, system=args.system)
     preflight(config, request)
     clock = SessionClock()
@@ -77,6 +80,7 @@ def handle(args: argparse.Namespace) -> int:
         recorder=recorder_from_args(args, header),
         clock=clock,
         runner=plain_runner(engine, params, clock, raw=args.raw, system=args.system),
+        diagnoser=Diagnoser(thresholds),
     )
     if args.json:
         printer(header)  # so `run --json > file` is itself a replayable session
@@ -100,6 +104,8 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     """``run --agent NAME PROMPT``: one agent request, headless (or ``--json`` events)."""
     from specterm.agent import load_agent, validate_request
     from specterm.cli.common import recorder_from_args
+    from specterm.config import load_thresholds
+    from specterm.diagnose import Diagnoser
     from specterm.engine import SessionClock, load_engine
     from specterm.events import SessionEnded
     from specterm.headless import HeadlessPrinter
@@ -114,6 +120,7 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
     if problem:
         raise ConfigError(f"bad request: {problem}")
     config = engine_config_from_args(args)
+    thresholds = load_thresholds()  # a bad [diagnose] value fails before the engine starts
     clock = SessionClock()
     engine = load_engine(config, clock=clock)
     printer = HeadlessPrinter(json=args.json, show_rejected=args.show_rejected)
@@ -124,6 +131,7 @@ def run_agent(args: argparse.Namespace, prompt: str) -> int:
         recorder=recorder_from_args(args, header),
         clock=clock,
         runner=agent_runner(agent, engine, temperature=args.temperature, clock=clock),
+        diagnoser=Diagnoser(thresholds),
     )
     if args.json:
         printer(header)

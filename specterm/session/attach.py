@@ -364,8 +364,11 @@ class RecordingSink:
     by ``make_recorder(header)``) and then ``show``. Events before the header (connection lines) wait
     for it, so the recording opens with its header as every session file does."""
 
-    def __init__(self, show: Sink, make_recorder: Callable[[SessionStarted], Any]) -> None:
+    def __init__(self, show: Sink, make_recorder: Callable[[SessionStarted], Any], diagnoser: Any = None) -> None:
+        from specterm.diagnose import Diagnoser
+
         self.show, self._make = show, make_recorder
+        self._feed = (diagnoser if diagnoser is not None else Diagnoser()).feed
         self.recorder: Any = None
         self._early: list[BaseEvent] = []
         self._header_seen = False
@@ -391,6 +394,8 @@ class RecordingSink:
         if record and self.recorder is not None:
             self.recorder.write(event)
         self.show(event)
+        for finding in self._feed(event):  # what the detectors found: recorded and shown too
+            self._emit(finding)
 
     def close(self) -> None:
         with self._lock:

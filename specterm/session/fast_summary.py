@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from specterm.events import Event, Lane, Verdict
+from specterm.diagnose import Diagnoser, Thresholds
+from specterm.events import BaseEvent, Event, Lane, Verdict
 from specterm.session.reader import MAX_LINE_BYTES, SessionData, SessionReader
 from specterm.stats import SessionSummary
 
@@ -64,9 +65,18 @@ class _SpecStep(msgspec.Struct, kw_only=True, tag_field="type", tag="spec_step")
 class SummaryReader(SessionReader):
     """A ``SessionReader`` that adds every event to ``summary`` instead of keeping it."""
 
-    def __init__(self, path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        thresholds: Thresholds | None = None,
+    ) -> None:
         super().__init__(path, max_line_bytes=max_line_bytes)
         self.summary = SessionSummary()
+        self.diagnoser = Diagnoser(thresholds)
+        """The detectors, run on the file's events as every replay runs them (recorded findings are
+        dropped for theirs: ``diagnose.diagnosing``)."""
         self._all_times: list[float] = []
         self._last: str | None = None
 
@@ -80,8 +90,13 @@ class SummaryReader(SessionReader):
         others: list[Event] = []
         slow = super()._taker(others)  # the reader's own path: validates, or warns and skips
         summary, times = self.summary, self._all_times
-        add = summary.add
+        feed, feed_step, found = self.diagnoser.feed, self.diagnoser.step, summary.findings
         request, walls, accepts = summary.request, summary.step_wall_s, summary.step_accept
+
+        def add(event: BaseEvent) -> None:
+            if event.type != "finding":  # recomputed here, as a replay does
+                summary.add(event)
+                found.extend(feed(event))
 
         def add_step(step: _SpecStep) -> None:
             # Per request only (what SessionSummary.add_step does, minus the session scope): the
@@ -90,6 +105,7 @@ class SummaryReader(SessionReader):
             walls.append(step.wall_s)
             if step.drafted:
                 accepts.append(step.accepted / len(step.drafted))
+            found.extend(feed_step(step))
 
         if self._upgrade is not None:  # an older format: migrations need dicts, all goes the slow way
 
@@ -135,10 +151,10 @@ class SummaryReader(SessionReader):
 
 
 def summarize_file(
-    path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES
+    path: str | os.PathLike[str], *, max_line_bytes: int = MAX_LINE_BYTES, thresholds: Thresholds | None = None
 ) -> tuple[SessionData, SessionSummary]:
-    """The file's header, warnings and figures (``summarize(read_session(path).events)``, faster).
-    Raises ``SessionFileError`` as ``read_session`` does."""
-    with SummaryReader(path, max_line_bytes=max_line_bytes) as reader:
+    """The file's header, warnings and figures (``summarize(read_session(path).events)``, faster),
+    findings included. Raises ``SessionFileError`` as ``read_session`` does."""
+    with SummaryReader(path, max_line_bytes=max_line_bytes, thresholds=thresholds) as reader:
         reader.read()
     return reader.data, reader.summary

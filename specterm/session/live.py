@@ -116,13 +116,17 @@ class LiveSession:
         runner_factory: Callable[[Any], Runner] | None = None,
         recorder: Any = None,
         clock: Callable[[], float] | None = None,
+        diagnoser: Any = None,
     ) -> None:
+        from specterm.diagnose import Diagnoser
         from specterm.engine.base import SessionClock
 
         self.header = header
         self.clock = clock or SessionClock()
         self.engine = engine
         self.recorder = recorder
+        self.diagnoser = diagnoser if diagnoser is not None else Diagnoser()
+        """One for the whole session (its baselines span prompts), fed on the producing thread."""
         self._engine_factory = engine_factory
         self._runner, self._runner_factory = runner, runner_factory
         self.runner: Runner | None = None
@@ -149,16 +153,20 @@ class LiveSession:
         return self.engine
 
     def sink(self, downstream: Sink) -> Sink:
-        """``downstream`` behind the recorder: each event is written, then handed on."""
+        """``downstream`` behind the recorder and the detectors: each event is written, then handed
+        on, then so is each finding it completes (``specterm.diagnose``), so findings are recorded.
+        The GPU sampler's thread calls it too: the detectors ignore its events, touching nothing."""
+        from specterm.diagnose import diagnosing
+
         recorder = self.recorder
         if recorder is None:
-            return downstream
+            return diagnosing(downstream, self.diagnoser)
 
         def fan_out(event: BaseEvent) -> None:
             recorder.write(event)  # never raises: a failing disk stops recording, not the session
             downstream(event)
 
-        return fan_out
+        return diagnosing(fan_out, self.diagnoser)
 
     def run(self, text: str, sink: Sink, cancel: threading.Event | None = None) -> Any:
         """Run one prompt to completion (blocking), events to the recorder and ``sink``."""

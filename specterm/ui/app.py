@@ -64,6 +64,8 @@ class AppOptions:
     """Live: opens the empty transcript (who answers, an example question), for a newcomer."""
     placeholder: str = "Ask the agent…"
     """Live: the prompt's placeholder."""
+    thresholds: Any = None
+    """Replay: the detectors' thresholds (the config file's ``[diagnose]``; None: the defaults)."""
 
 
 class SpecTermApp(ThemedApp):
@@ -104,13 +106,21 @@ class SpecTermApp(ThemedApp):
         self.sampler: Any = None
         self.replayer: Any = None
         if mode == "replay":
+            from specterm.diagnose import Diagnoser, diagnosing
             from specterm.session.replay import Replayer
+
+            # The detectors run on the replayer's thread, as on the engine's live (session.live).
+            diagnoser = Diagnoser(options.thresholds)
+
+            def rewind() -> None:
+                diagnoser.reset()
+                self.bridge.reset()
 
             self.replayer = Replayer(
                 list(events),
-                self.bridge.push,
+                diagnosing(self.bridge.push, diagnoser),
                 speed=options.speed,
-                on_reset=self.bridge.reset,
+                on_reset=rewind,
                 loading=loader is not None,
             )
         self._loader = loader

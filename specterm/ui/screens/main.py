@@ -25,11 +25,13 @@ from textual.widgets import Footer
 
 from specterm.render import inert
 from specterm.ui.entries import ViewOptions
+from specterm.ui.screens.findings import FindingsScreen
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.acceptance_panel import AcceptancePanel
 from specterm.ui.widgets.gpu_panel import GpuPanel
 from specterm.ui.widgets.latency_panel import LatencyPanel
 from specterm.ui.widgets.legend import Legend
+from specterm.ui.widgets.panel import Panel
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.request_list import RequestList
 from specterm.ui.widgets.session_header import SessionHeader
@@ -96,6 +98,8 @@ class MainScreen(Screen):
         Binding("f4,f", "toggle_forced", "forced"),
         Binding("f5,a", "toggle_answer_tokens", "tokens"),
         Binding("f8", "copy_answer", "copy", show=False),
+        # Not in the footer (it is full at 80 columns): the header's ⚑ badge names the key.
+        Binding("f6", "findings", "findings", show=False),
     ]
     _REPLAY_ONLY = {"toggle_pause", "step", "end", "faster", "slower"}
     _LIVE_ONLY = {"cancel"}
@@ -153,6 +157,19 @@ class MainScreen(Screen):
         self.app.copy_to_clipboard(inert(answer))
         self.notify(f"copied the last answer ({len(answer)} characters)")
 
+    def action_findings(self) -> None:
+        self.app.push_screen(FindingsScreen(self._owner.state.summary.findings), self._jump_to_request)
+
+    def _jump_to_request(self, request_id: str | None) -> None:
+        """Show ``request_id`` (a finding's): the panels follow it, the transcript scrolls to it."""
+        if request_id is None:
+            return
+        self._owner.state.current_request = request_id
+        if not self.query_one(Transcript).scroll_to_request(request_id):
+            self.notify(f"{request_id} is not in the transcript any more", severity="warning")
+        for panel in self.query(Panel):
+            panel.flush()
+
     # -- replay controls ----------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -192,8 +209,11 @@ class MainScreen(Screen):
             self.update_status()
 
     def update_status(self) -> None:
-        """The header's status: the replay's state, or the live request's."""
+        """The header's status: the replay's state, or the live request's; and the findings badge."""
         header = self.query_one(SessionHeader)
+        findings = self._owner.state.summary.findings
+        if len(findings) != header.findings[0]:  # findings are only ever appended (or all reset)
+            header.findings = (len(findings), any(f.severity == "error" for f in findings))
         r = self._owner.replayer
         if r is not None:
             speed = "max" if math.isinf(r.speed) else f"×{r.speed:g}"
@@ -228,6 +248,9 @@ class MainScreen(Screen):
             self.action_toggle_answer_tokens,
         )
         yield SystemCommand("Toggle panels", "Show or hide the side panels", self.action_toggle_panels)
+        yield SystemCommand(
+            "Findings", "What the detectors found (F6); choose one to jump to its request", self.action_findings
+        )
         yield SystemCommand(
             "Copy last answer", "Copy the last answer to the clipboard (OSC 52)", self.action_copy_answer
         )

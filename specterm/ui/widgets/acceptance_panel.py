@@ -18,6 +18,9 @@ from specterm.ui.charts import bar, sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
 
+WIDE = 44
+"""Inner width from which the per-position rows also show the conditional rate."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
@@ -99,13 +102,18 @@ class AcceptancePanel(Panel):
         _table(out, _rows(request, session), WIDE, styles)
         per_pos = session.per_position
         if per_pos:
-            out.append("per position (session)\n", styles["meta"])
-            bar_w = max(4, width - 10)
+            # Wide: the conditional rate beside it (given every earlier position was accepted).
+            conditional = session.conditional_per_position if width >= WIDE else None
+            out.append("per position (session)" + (" · given all before" if conditional else "") + "\n", styles["meta"])
+            bar_w = max(4, width - (15 if conditional else 10))
             # Bound the height: k can be 16; the sparkline and numbers matter more than pos 9+.
             for i, frac in enumerate(per_pos[:8], start=1):
                 out.append(f"{i:>2} ", styles["meta"])
                 out.append(bar(frac, bar_w), styles["title"])
-                out.append(f" {frac:4.2f}\n", styles["body"])
+                out.append(f" {frac:4.2f}", styles["body"])
+                if conditional:
+                    out.append(f" {fmt_opt(conditional[i - 1]):>4}", styles["meta"])
+                out.append("\n")
             if len(per_pos) > 8:
                 out.append(f"   … {len(per_pos) - 8} more positions\n", styles["meta"])
         if any(b > 1 for sizes in session.by_k.values() for b in sizes):  # under load: k per batch size

@@ -34,6 +34,9 @@ class SessionHeader(Widget):
     """Engine / replay status shown next to the badge (``starting engine…``, ``paused ×2``); setting
     it redraws the header (a reactive: no refresh calls to forget)."""
 
+    findings: reactive[tuple[int, bool]] = reactive((0, False))
+    """(how many findings, whether any is a mismatch): the ⚑ badge, red on a mismatch; none, no badge."""
+
     def __init__(self, state: ViewState, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.state = state
@@ -61,15 +64,20 @@ class SessionHeader(Widget):
 
     def render(self) -> Text:
         badge = {"replay": " REPLAY ", "attach": " ATTACHED "}.get(self.state.mode, " LIVE ")
+        count, mismatch = self.findings
+        # Not hue alone (16-colour terminals, NO_COLOR): a mismatch also says so in words.
+        flag = f" ⚑{count}{' mismatch' if mismatch else ''} F6 " if count else ""
         right = (self.status + " ") if self.status else ""
         width = self.size.width or 80
         left = inert(self.describe())
-        room = max(0, width - len(badge) - len(right) - 1)
+        room = max(0, width - len(badge) - len(right) - len(flag) - 1)
         if len(left) > room:
             left = left[: max(0, room - 1)] + "…"
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(" " + left)
-        out.append(" " * max(0, width - 1 - len(left) - len(right) - len(badge)))
+        out.append(" " * max(0, width - 1 - len(left) - len(right) - len(flag) - len(badge)))
         out.append(right, "italic")
+        if flag:
+            out.append(flag, "bold white on red" if mismatch else "bold black on yellow")
         out.append(badge, "bold reverse")
         return out
