@@ -56,7 +56,8 @@ def test_acceptance_panel_shows_it_when_wide():
     from rich.style import Style
 
     from specterm.ui.state import ViewState
-    from specterm.ui.widgets.acceptance_panel import WIDE, AcceptancePanel
+    from specterm.ui.widgets.acceptance_panel import CONDITIONAL_WIDTH as WIDE
+    from specterm.ui.widgets.acceptance_panel import AcceptancePanel
 
     state = ViewState("replay")
     for event in read_session(SAMPLES / "toolcall_high_acceptance.jsonl").events:

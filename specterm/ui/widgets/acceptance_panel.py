@@ -18,7 +18,7 @@ from specterm.ui.charts import bar, sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
 
-WIDE = 44
+CONDITIONAL_WIDTH = 44
 """Inner width from which the per-position rows also show the conditional rate."""
 
 
@@ -103,7 +103,7 @@ class AcceptancePanel(Panel):
         per_pos = session.per_position
         if per_pos:
             # Wide: the conditional rate beside it (given every earlier position was accepted).
-            conditional = session.conditional_per_position if width >= WIDE else None
+            conditional = session.conditional_per_position if width >= CONDITIONAL_WIDTH else None
             out.append("per position (session)" + (" · given all before" if conditional else "") + "\n", styles["meta"])
             bar_w = max(4, width - (15 if conditional else 10))
             # Bound the height: k can be 16; the sparkline and numbers matter more than pos 9+.
