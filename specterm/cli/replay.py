@@ -264,6 +264,7 @@ def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> i
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
         return 0
     from rich.console import Console
+    from rich.text import Text
 
     console = Console(highlight=False, soft_wrap=False)
     console.print(_session_table(figures, summary.session))
@@ -272,6 +273,8 @@ def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> i
             console.print(table)
     from specterm.headless import finding_text
 
+    for line in summary.session.where.correction_lines():  # where the corrections cluster
+        console.print(Text(inert(line)))
     for finding in summary.findings:
         console.print(finding_text(finding))
     return 0
@@ -332,6 +335,8 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
         "conditional per position",
         "  ".join(f"{i}: {_num(p)}" for i, p in enumerate(s["conditional_per_position"], 1)) or "–",
     )
+    if line := stats.where.region_line():  # requests under a JSON schema: acceptance by region
+        row("acceptance by region", line)
     lat, ttft = f["step_latency_s"], f["ttft_s"]
     row(
         "step latency (ms)",
