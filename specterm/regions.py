@@ -16,7 +16,7 @@ positions where a draft token was verified, the share the target kept. Drafts re
 correction have no output position, so this is not the session's acceptance rate.
 
 **Correction contexts.** Every correction (any request) is keyed by the word class of the target's
-token (numbers and dates, punctuation, capitalised words, words, whitespace) and, under a schema,
+token (numbers and dates, punctuation, capitalised words, words, whitespace, the end) and, under a schema,
 its region; ``WhereLost.top_corrections`` gives the most frequent keys with their first examples
 (the token before, the draft's token, the target's), chosen by stream position so that counting a
 session per request and merging (``replay --summary``'s fast path) picks the same ones.
@@ -125,7 +125,7 @@ def word_class(text: str) -> str:
     """The kind of token a correction replaced the draft's with."""
     s = text.strip()
     if not text:
-        return "the end of the output"  # the target stopped (EOS) where the draft went on
+        return "where the output ends"  # the target stopped (EOS) where the draft went on
     if not s:
         return "whitespace"
     if any(c.isdigit() for c in s) and all(c.isdigit() or c in ".,:/-" for c in s):

@@ -122,7 +122,7 @@ def test_word_classes():
         "capitalised words",
         "words",
         "whitespace",
-        "the end of the output",
+        "where the output ends",
     ]
 
 

@@ -7,6 +7,7 @@
   itself a replayable session).
 * ``--summary``: per-request and whole-session figures (``specterm.stats.summarize``) as tables;
   with ``--json``, as one JSON object.
+* ``--report FILE.html``: one self-contained HTML page to share (``specterm.session.report``).
 
 Every mode runs the detectors (``specterm.diagnose``, thresholds from the config file's
 ``[diagnose]`` table) on the events, a session recorded before they existed included: headless
@@ -66,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="with --summary: the summary as JSON; with --headless: the events as JSONL"
     )
     p.add_argument("--show-rejected", action="store_true", help="headless: show rejected drafts, struck through")
+    p.add_argument("--report", metavar="HTML", help="write a self-contained HTML report (transcript, findings, plots)")
     p.set_defaults(func=handle)
 
 
@@ -83,6 +85,10 @@ def handle(args: argparse.Namespace) -> int:
 
     thresholds = load_thresholds()  # a bad [diagnose] value: one line, before anything is read
 
+    if args.report:  # the page, nothing else: the session is read, never written
+        from specterm.session.report import report_command
+
+        return report_command(args.file, args.report, thresholds, _warn)
     if args.json and not (args.summary or args.headless):
         args.headless = True  # JSONL events only make sense headless
     note = None
