@@ -21,7 +21,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specterm.events import VERDICTS, AgentStepFinished, BaseEvent, Finding, RequestFinished, SpecStep
+from specterm.events import (
+    VERDICTS,
+    AgentStepFinished,
+    BaseEvent,
+    Finding,
+    RequestFinished,
+    RequestStarted,
+    SpecStep,
+)
+from specterm.regions import RequestTracker, WhereLost
 
 
 @dataclass
@@ -53,6 +62,9 @@ class SpecStats:
     all_accepted_at_k: list[int] = field(default_factory=list)
     """Drafts with every one of their k tokens accepted, by k: with ``accepted_per_pos`` it gives
     how many drafts reached each position (``conditional_per_position``) at one count per step."""
+    where: WhereLost = field(default_factory=WhereLost)
+    """Acceptance by region of a structured output and the contexts of corrections (``regions.py``):
+    counted by ``SessionSummary``, which knows each request's schema and previous token."""
 
     def add_step(self, step: SpecStep) -> None:
         by_verdict, forced, grammar = self.by_verdict, 0, 0
@@ -122,6 +134,7 @@ class SpecStats:
             full.extend([0] * (len(other.all_accepted_at_k) - len(full)))
         for i, n in enumerate(other.all_accepted_at_k):
             full[i] += n
+        self.where.merge(other.where)
 
     @property
     def tokens(self) -> int:
@@ -182,6 +195,7 @@ class SpecStats:
             "per_position": self.per_position,
             "by_k": {k: dict(sorted(v.items())) for k, v in sorted(self.by_k.items())},
             "conditional_per_position": self.conditional_per_position,
+            **self.where.as_dict(),
         }
 
     def k_line(self) -> str:
@@ -245,6 +259,8 @@ class RequestSummary:
     cancelled: bool = False
     prefill_tokens: int | None = None
     """Tokens of the first step that emitted any: the prefill step, not decoding (as the bench counts)."""
+    tracker: RequestTracker = field(default_factory=lambda: RequestTracker(False), repr=False, compare=False)
+    """Its JSON lexer (set by its ``request_started`` when it ran under a schema) and last token."""
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -316,6 +332,7 @@ class SessionSummary:
             grammar += tok.grammar
         session._add_step_counts(step, forced, grammar)
         request._add_step_counts(step, forced, grammar)
+        summary.tracker.count(step, (session.where, request.where))
         self.step_wall_s.append(step.wall_s)
         if step.drafted:
             self.step_accept.append(step.accepted / len(step.drafted))
@@ -323,6 +340,8 @@ class SessionSummary:
     def add(self, event: BaseEvent) -> None:
         if isinstance(event, SpecStep):
             self.add_step(event)
+        elif isinstance(event, RequestStarted):
+            self.request(event.request_id).tracker = RequestTracker(bool(event.params.get("json_schema")))
         elif isinstance(event, RequestFinished):
             req = self.request(event.request_id)
             req.ttft_s, req.wall_s = event.ttft_s, event.wall_s

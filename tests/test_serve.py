@@ -279,3 +279,36 @@ def test_browser_prompt_streams_verdict_coloured_tokens(tiny_pair, tmp_path):
         time.sleep(0.5)
     else:
         pytest.fail(f"served processes outlived the server: {_live_processes_in_group(server.pid)}")
+
+
+def test_report_renders_in_a_browser(tmp_path):
+    """``replay --report``'s page opened from file:// in Chromium: laid out, verdict-coloured, its
+    findings and charts shown, and nothing fetched from anywhere."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (scripts/install_chromium.sh)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra has it)")
+    from test_report import spliced_session
+
+    out = tmp_path / "report.html"
+    assert main(["replay", str(spliced_session(tmp_path)), "--report", str(out)]) == 0
+    fetched: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=_browser_env(tmp_path))
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.route(
+            "**/*",
+            lambda r: (
+                r.continue_() if r.request.url.startswith("file://") else fetched.append(r.request.url) or r.abort()
+            ),
+        )
+        page.goto(out.as_uri(), wait_until="load")
+        assert page.title() == "specterm session spliced.jsonl"
+        assert page.locator("li.finding").count() == 1
+        charts = page.locator("svg")
+        assert charts.count() == 4 and all(charts.nth(i).bounding_box()["width"] > 100 for i in range(4))
+        correction = page.locator("pre .v-correction").first
+        style = correction.evaluate("e => [getComputedStyle(e).color, getComputedStyle(e).fontWeight]")
+        assert style == ["rgb(128, 0, 0)", "700"]  # the terminal's red, bold (render.VERDICT_STYLES)
+        assert "How many orders above 100? <script>" in page.inner_text("body")  # shown, not run
+        browser.close()
+    assert fetched == []

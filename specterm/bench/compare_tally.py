@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specterm.events import BaseEvent, SessionEnded, SessionStarted, SpecStep, UserMessage
+from specterm.regions import REGIONS
 from specterm.stats import SessionSummary, fmt_opt
 
 LANES = ("a", "b")
@@ -178,6 +179,22 @@ class CompareTally:
             ("per-step latency (median)", *both(lambda s: ms(s.median_step_s))),
             ("decode tok/s", *both(lambda s: fmt_opt(s.summary.decode_tokens_per_s(), ".1f"))),
             ("wall", *both(lambda s: secs(s.wall_s))),
+        ]
+
+    def region_rows(self) -> list[tuple[str, str, str]]:
+        """(acceptance in a region, A, B) for the regions either side's structured output reached
+        (``regions.py``): the CLI table's, after ``rows``; the split view keeps its compact rows."""
+        wheres = {lane: s.summary.session.where for lane, s in self.sides.items()}
+        rates = {lane: w.region_acceptance() for lane, w in wheres.items()}
+
+        def cell(lane: str, region: str) -> str:
+            rate = rates[lane].get(region)
+            return "–" if rate is None else f"{100 * rate:.1f} %"
+
+        return [
+            (f"acceptance: {label}", cell("a", region), cell("b", region))
+            for region, label in REGIONS.items()
+            if any(region in w.by_region for w in wheres.values())
         ]
 
     def as_dict(self) -> dict[str, Any]:

@@ -159,7 +159,7 @@ def print_report(
         table.add_column("")
         table.add_column("A", justify="right")
         table.add_column("B", justify="right")
-        for row in tally.rows():
+        for row in tally.rows() + tally.region_rows():
             table.add_row(*(inert(cell) for cell in row))
         out.print(table)
         out.print(Text(tally.verdict(), style="bold"))

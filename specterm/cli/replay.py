@@ -7,6 +7,7 @@
   itself a replayable session).
 * ``--summary``: per-request and whole-session figures (``specterm.stats.summarize``) as tables;
   with ``--json``, as one JSON object.
+* ``--report FILE.html``: one self-contained HTML page to share (``specterm.session.report``).
 
 Every mode runs the detectors (``specterm.diagnose``, thresholds from the config file's
 ``[diagnose]`` table) on the events, a session recorded before they existed included: headless
@@ -66,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="with --summary: the summary as JSON; with --headless: the events as JSONL"
     )
     p.add_argument("--show-rejected", action="store_true", help="headless: show rejected drafts, struck through")
+    p.add_argument("--report", metavar="HTML", help="write a self-contained HTML report (transcript, findings, plots)")
     p.set_defaults(func=handle)
 
 
@@ -83,6 +85,10 @@ def handle(args: argparse.Namespace) -> int:
 
     thresholds = load_thresholds()  # a bad [diagnose] value: one line, before anything is read
 
+    if args.report:  # the page, nothing else: the session is read, never written
+        from specterm.session.report import report_command
+
+        return report_command(args.file, args.report, thresholds, _warn)
     if args.json and not (args.summary or args.headless):
         args.headless = True  # JSONL events only make sense headless
     note = None
@@ -264,6 +270,7 @@ def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> i
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
         return 0
     from rich.console import Console
+    from rich.text import Text
 
     console = Console(highlight=False, soft_wrap=False)
     console.print(_session_table(figures, summary.session))
@@ -272,6 +279,8 @@ def print_summary(data: Any, *, as_json: bool = False, summary: Any = None) -> i
             console.print(table)
     from specterm.headless import finding_text
 
+    for line in summary.session.where.correction_lines():  # where the corrections cluster
+        console.print(Text(inert(line)))
     for finding in summary.findings:
         console.print(finding_text(finding))
     return 0
@@ -332,6 +341,8 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
         "conditional per position",
         "  ".join(f"{i}: {_num(p)}" for i, p in enumerate(s["conditional_per_position"], 1)) or "–",
     )
+    if line := stats.where.region_line():  # requests under a JSON schema: acceptance by region
+        row("acceptance by region", line)
     lat, ttft = f["step_latency_s"], f["ttft_s"]
     row(
         "step latency (ms)",

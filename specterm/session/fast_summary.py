@@ -101,7 +101,9 @@ class SummaryReader(SessionReader):
         def add_step(step: _SpecStep) -> None:
             # Per request only (what SessionSummary.add_step does, minus the session scope): the
             # session's counts are its requests' merged once at the end, which halves the work.
-            request(step.request_id).stats.add_step(step)
+            req = request(step.request_id)
+            req.stats.add_step(step)
+            req.tracker.count(step, (req.stats.where,))
             walls.append(step.wall_s)
             if step.drafted:
                 accepts.append(step.accepted / len(step.drafted))
