@@ -12,9 +12,16 @@ from specterm.engine.base import DEFAULT_MAX_MODEL_LEN, EngineConfig
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
-def test_a_hub_id_gets_the_default_cap_and_an_explicit_length_wins(name):
+def test_a_hub_id_gets_the_default_cap_and_an_explicit_length_wins(name, monkeypatch):
     pytest.importorskip("vllm")
+    import huggingface_hub.constants
+
     from specterm.engine import vllm_engine
+
+    # With the hub offline, EngineArgs resolves a hub id to a cached snapshot (and fails without one);
+    # the agent's vector store sets HF_HUB_OFFLINE for the whole process when an earlier test loads it.
+    # These args are only built, never loaded.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
 
     config = EngineConfig(**PRESETS[name])
     assert vllm_engine.default_max_model_len(config.target) is None  # a hub id: not read here
