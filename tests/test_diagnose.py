@@ -183,7 +183,8 @@ def _spliced_file(tmp_path: Path) -> Path:
     for e in data.events:
         if isinstance(e, EngineCounters):
             e = e.model_copy(update={"matched": False, "detail": "accepted 40 ours vs 41 vllm"})
-            lines.append(dump_event(Finding(kind="loop", message="stale, recorded with other thresholds")))
+            stale = Finding(t=e.t, kind="loop", message="stale, recorded with other thresholds")
+            lines.append(dump_event(stale))
         lines.append(dump_event(e))
     path.write_text("\n".join(lines) + "\n")
     return path

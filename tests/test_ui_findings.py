@@ -42,3 +42,22 @@ def test_badge_list_and_jump(tmp_path):
     assert "⚑1 mismatch F6" in header  # the recorded (stale) finding was dropped for the recomputed one
     assert shown == 1
     assert current == "ef359d5b"
+
+
+def test_findings_list_snapshot(snap_compare, tmp_path, monkeypatch):
+    """The header's red ⚑ badge over the replayed dashboard (the README's diagnose screenshot). The
+    file is opened by its name from its directory, so no temporary path is in the picture."""
+    monkeypatch.chdir(tmp_path)
+    app = make_app(replay=_spliced_file(tmp_path).name, autostart=False, theme_dirs=(), deterministic=True)
+
+    async def run_before(pilot) -> None:
+        r = app.replayer
+        r.pause()
+        r.start()
+        r.jump_to_end()
+        await asyncio.to_thread(r.wait_idle, 30)
+        app.drain_now()
+        app._update_status()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)
