@@ -248,8 +248,9 @@ def measure(args, name: str, spec: dict | None, tmp: Path, prompts: list[str]) -
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", timeout=600, max_retries=0)
         # First requests pay one-off costs (n-gram's numba compile, allocator growth): not measured.
         warm = argparse.Namespace(max_tokens=16, ignore_eos=True)
+        top = max(args.levels)
         drive(client, args.model, prompts, 1, 1, warm)
-        drive(client, args.model, prompts, max(args.levels), max(args.levels), warm)
+        drive(client, args.model, [prompts[j % len(prompts)] for j in range(top)], top, top, warm)
         rows = []
         for i, level in enumerate(args.levels):
             n = max(args.requests, level)
