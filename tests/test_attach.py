@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from specterm.engine import wire
+
 pytestmark = pytest.mark.engine
 openai = pytest.importorskip("openai")
-SCHEDULER_CLS = "specterm.engine.publish.PublishingScheduler"
 
 NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4})
 PROMPTS = [
@@ -73,7 +74,7 @@ class Server:
         self.log = tmp / f"{name}.log"
         head = ["specterm", "vllm-serve", model, "--publish", str(self.sock)]
         if plain_vllm:
-            head = ["vllm.entrypoints.openai.api_server", "--model", model, "--scheduler-cls", SCHEDULER_CLS]
+            head = ["vllm.entrypoints.openai.api_server", "--model", model, "--scheduler-cls", wire.SCHEDULER_CLS]
             env = {"SPECTERM_PUBLISH": str(self.sock), **(env or {})}
         argv = [
             sys.executable,

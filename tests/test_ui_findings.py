@@ -7,18 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from test_diagnose import _spliced_file
+from test_ui_app import until
 
 from specterm.ui.app import make_app
 from specterm.ui.screens.findings import FindingsScreen
 from specterm.ui.widgets.session_header import SessionHeader
-
-
-async def _until(pilot, condition, tries: int = 500) -> None:
-    for _ in range(tries):
-        if condition():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError("condition never became true")
 
 
 def test_badge_list_and_jump(tmp_path):
@@ -27,15 +20,15 @@ def test_badge_list_and_jump(tmp_path):
     async def main():
         app = make_app(replay=path, speed=0, theme_dirs=(), deterministic=True)
         async with app.run_test(size=(120, 30)) as pilot:
-            await _until(pilot, lambda: app.replayer.finished)
+            await until(pilot, lambda: app.replayer.finished)
             app.drain_now()
             header = app.query_one(SessionHeader).render().plain
             await pilot.press("f6")
-            await _until(pilot, lambda: isinstance(app.screen, FindingsScreen))
+            await until(pilot, lambda: isinstance(app.screen, FindingsScreen))
             shown = len(app.screen.findings)
             app.state.current_request = None
             await pilot.press("enter")
-            await _until(pilot, lambda: not isinstance(app.screen, FindingsScreen))
+            await until(pilot, lambda: not isinstance(app.screen, FindingsScreen))
             return header, shown, app.state.current_request
 
     header, shown, current = asyncio.run(main())

@@ -85,12 +85,9 @@ def _same(raw: str, value: float, known: float) -> bool:
     return abs(value - known) <= 0.5 * 10**-decimals + 1e-9
 
 
-_YEAR_FIGURE = re.compile(r"(19|20)\d\d")
-
-
 def _as_written_year(raw: str) -> bool:
     """``raw`` could be a year as written: four digits, 1900..2099, no decimals, no separator."""
-    return _YEAR_FIGURE.fullmatch(raw) is not None
+    return _YEAR.fullmatch(raw) is not None
 
 
 def ungrounded(answer: str, evidence: Iterable[str]) -> list[str]:

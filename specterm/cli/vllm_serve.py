@@ -149,11 +149,7 @@ def handle(args: argparse.Namespace) -> int:
         raise EngineUnavailable(f"vLLM is not installed here: {ENGINE_EXTRA_HINT}")
     addr = env[wire.ENV_ADDR]
     if wire.publishing_off(addr):
-        print(
-            f"specterm: publishing is off ({wire.ENV_ADDR}=off): the server runs, and nothing is sent to attach",
-            file=sys.stderr,
-            flush=True,
-        )
+        said = f"publishing is off ({wire.ENV_ADDR}=off): the server runs, and nothing is sent to attach"
     elif addr.startswith("ipc://"):
         from pathlib import Path
 
@@ -161,9 +157,9 @@ def handle(args: argparse.Namespace) -> int:
         if path.exists() and wire.unix_listener(path):
             raise ConfigError(f"another server already publishes at {path}; pass --publish PATH")
         how = "specterm attach" if path == wire.default_socket_path() else f"specterm attach {path}"
+        said = f"publishing verdicts at {addr}; watch with: {how}"
     else:
-        how = f"specterm attach {addr} --token {env[wire.ENV_TOKEN]}"
-    if not wire.publishing_off(addr):
-        print(f"specterm: publishing verdicts at {addr}; watch with: {how}", file=sys.stderr, flush=True)
+        said = f"publishing verdicts at {addr}; watch with: specterm attach {addr} --token {env[wire.ENV_TOKEN]}"
+    print(f"specterm: {said}", file=sys.stderr, flush=True)
     os.execve(sys.executable, argv, {**os.environ, **env})
     return 0  # not reached
