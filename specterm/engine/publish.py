@@ -165,7 +165,28 @@ def hello_from(vllm_config: Any) -> wire.Hello:
         spec=speculation,
         pid=os.getpid(),
         vllm=installs[0][2] if installs else "",
+        dp_index=dp_index(vllm_config.parallel_config),
+        instance=uuid.uuid4().hex,
+        weight_bytes=_weight_bytes(vllm_config, spec),
     )
+
+
+def _weight_bytes(vllm_config: Any, spec: Any) -> dict | None:
+    """The served weights' bytes (``models.weights``, the safetensors headers; the draft's only for a
+    draft model), so a viewer's bandwidth panel works as it does in ``chat``; ``None`` when unreadable."""
+    from specterm.models.weights import weight_bytes
+
+    try:
+        dtype = str(vllm_config.model_config.dtype).removeprefix("torch.")
+        target = weight_bytes(vllm_config.model_config.model, dtype)
+        if target is None:
+            return None
+        draft = 0
+        if spec is not None and getattr(spec, "draft_model_config", None) is not None and spec.method == "draft_model":
+            draft = weight_bytes(spec.draft_model_config.model, dtype) or 0
+        return {"target": target, "draft": draft}
+    except Exception:  # noqa: BLE001 - a figure for a panel must never stop a server
+        return None
 
 
 def dp_index(parallel_config: Any) -> int:

@@ -57,6 +57,13 @@ class Hello(msgspec.Struct, tag="hello"):
     """``events.Speculation`` as a dict (method and k); ``None``: the server runs without speculation."""
     pid: int
     vllm: str = ""
+    dp_index: int = 0
+    """The data-parallel rank this scheduler runs (``publish.dp_index``): one publisher per rank."""
+    instance: str = ""
+    """Random per publisher: two addresses whose hellos carry the same one are the same publisher."""
+    weight_bytes: dict | None = None
+    """``{"target": n, "draft": m}`` as the session header records them (the bandwidth panel);
+    ``None`` where the server's model files cannot be read (a hub id not in the local cache)."""
 
 
 class ReqOpen(msgspec.Struct, tag="open"):

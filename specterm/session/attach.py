@@ -233,6 +233,8 @@ class Attach:
             models = {"target": portable(hello.model), "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
             if hello.spec:
                 models |= Speculation.model_validate(hello.spec).model_dump()
+            if hello.weight_bytes:  # the bandwidth panel's weights per token, as in chat
+                models["weight_bytes"] = hello.weight_bytes
             self.sink(
                 SessionStarted(
                     t=self.clock(),
