@@ -182,7 +182,7 @@ class Server:
         raise RuntimeError(f"vllm serve did not start in {timeout:.0f} s:\n{self.log.read_text()[-3000:]}")
 
     def counters(self) -> dict[str, int]:
-        from specterm.session.attach import scrape_spec_counters
+        from specterm.session.metrics import scrape_spec_counters
 
         return scrape_spec_counters(self.url + "/metrics")
 

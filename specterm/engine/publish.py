@@ -172,9 +172,9 @@ def hello_from(vllm_config: Any) -> wire.Hello:
 
 
 def _weight_bytes(vllm_config: Any, spec: Any) -> dict | None:
-    """The served weights' bytes (``models.weights``, the safetensors headers; the draft's only for a
+    """The served weights' bytes (``engine/weights.py``, the safetensors headers; the draft's only for a
     draft model), so a viewer's bandwidth panel works as it does in ``chat``; ``None`` when unreadable."""
-    from specterm.models.weights import weight_bytes
+    from specterm.engine.weights import weight_bytes
 
     try:
         dtype = str(vllm_config.model_config.dtype).removeprefix("torch.")

@@ -14,9 +14,11 @@ and detokenisation as the in-process engine (``engine/verdicts.py``). Around it:
 Conversations: an agent on the client side sends request after request, each prompt the previous one
 plus its answer and a tool result. A request whose prompt starts with an earlier request's whole
 prompt continues that request's conversation (the longest such prefix wins); anything else starts one.
+One ``Conversations`` serves every replica of a fleet (``session/fleet.py``): a router may send an
+agent's next step to another replica, so the match does not stop at a replica boundary.
 
-Threading: ``Attach.run`` is the only reader of the socket and calls ``sink`` from its own thread;
-``stop()`` may come from any thread.
+Threading: ``Attach.run`` (or the ``Fleet`` that drives it: ``connect`` / ``on_ready`` / ``close``) is
+the only reader of the socket and calls ``sink`` from its own thread; ``stop()`` may come from any thread.
 """
 
 from __future__ import annotations
@@ -35,7 +37,15 @@ from specterm.engine import wire
 from specterm.engine.base import SessionClock
 from specterm.engine.verdicts import StepAssembler, StepRecord, vllm_totals
 from specterm.errors import ConfigError
-from specterm.events import BaseEvent, Error, RequestFinished, RequestStarted, SessionStarted, Sink, Speculation
+from specterm.events import (
+    Error,
+    ReplicaSeen,
+    RequestFinished,
+    RequestStarted,
+    SessionStarted,
+    Sink,
+    Speculation,
+)
 from specterm.paths import portable
 
 START_HINT = (
@@ -100,6 +110,8 @@ class _Request:
     ttft: float | None = None
     cached: int | None = None
     ids: list[int] = field(default_factory=list)
+    shown_id: str = ""
+    """The id its events carry: the server's, unless another replica of the fleet already used it."""
 
 
 @dataclass
@@ -107,6 +119,31 @@ class _Conversation:
     name: str
     prompt: list[int]
     turns: int = 1
+
+
+class Conversations:
+    """Client conversations by prompt prefix (module doc), for one server or a whole fleet."""
+
+    def __init__(self) -> None:
+        self.all: list[_Conversation] = []
+
+    def place(self, prompt: list[int]) -> tuple[str, int]:
+        """The conversation ``prompt`` continues (or a new one) and which step of it this is."""
+        best = None
+        for c in self.all:
+            if (
+                len(c.prompt) <= len(prompt)
+                and prompt[: len(c.prompt)] == c.prompt
+                and (best is None or len(c.prompt) > len(best.prompt))
+            ):
+                best = c
+        if best is None:
+            best = _Conversation(f"c{len(self.all) + 1}", list(prompt))
+            self.all.append(best)
+            return best.name, 1
+        best.turns += 1
+        best.prompt = list(prompt)
+        return best.name, best.turns
 
 
 class Attach:
@@ -122,8 +159,22 @@ class Attach:
         clock: Callable[[], float] | None = None,
         max_requests: int | None = None,
         hello: wire.Hello | None = None,
+        replica: str | None = None,
+        conversations: Conversations | None = None,
+        shown_ids: set[str] | None = None,
+        claim: Callable[[Attach, wire.Hello], bool] | None = None,
     ) -> None:
+        """``replica``, ``conversations``, ``shown_ids`` and ``claim`` are the fleet's (``Fleet``): this
+        scheduler's label on its requests, the conversations every replica shares, the request ids
+        shown so far (a repeated one is shown as ``ID@REPLICA``), and the check that a hello is not
+        a publisher another address already follows (``False``: stop reading)."""
         self.addr = addr
+        self.replica = replica
+        self.conversations = conversations if conversations is not None else Conversations()
+        self._shown_ids = shown_ids if shown_ids is not None else set()
+        self._claim = claim
+        self.base: dict[str, int] | None = None
+        """``totals()`` when the server last restarted (its counters start again from 0); None: no restart."""
         self._sidecar = hello
         """The server's sidecar hello as ``check_address`` read it; without one ``run`` reads it."""
         self.token = token
@@ -135,7 +186,6 @@ class Attach:
         self.hello: wire.Hello | None = None
         self.dropped = 0
         self.requests: dict[str, _Request] = {}
-        self.conversations: list[_Conversation] = []
         self.assemblers: list[StepAssembler] = []
         """Every request's assembler, finished ones too (their stats: totals and reconciliation)."""
         self._tok: Any = None
@@ -145,17 +195,38 @@ class Attach:
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     # -- the socket loop ----------------------------------------------------------------------------
 
     def run(self) -> None:
         import zmq
-        from zmq.utils.monitor import parse_monitor_message
+
+        poller = zmq.Poller()
+        for sock in self.connect():
+            poller.register(sock, zmq.POLLIN)
+        try:
+            while not self._stop.is_set():
+                for sock in dict(poller.poll(100)):
+                    self.on_ready(sock)
+                if self.max_requests is not None and self.finished >= self.max_requests:
+                    break
+        finally:
+            self.close()
+
+    def connect(self) -> list[Any]:
+        """Subscribe (the server's sidecar hello first, when there is one); returns the sockets to poll
+        for ``on_ready``: the subscription and its connection monitor."""
+        import zmq
 
         if not self.addr.startswith("tcp://"):
             hello = self._sidecar or read_sidecar(Path(self.addr.removeprefix("ipc://")))
             if hello is not None:
                 self._on_hello(hello)
-                self.tokenizer()  # seconds (transformers): before the first request, not during it
+                if not self._stop.is_set():
+                    self.tokenizer()  # seconds (transformers): before the first request, not during it
         ctx = zmq.Context.instance()
         sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
@@ -168,23 +239,26 @@ class Attach:
             zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED, addr=f"inproc://specterm-attach-monitor-{uuid.uuid4().hex}"
         )
         sock.connect(self.addr)
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        poller.register(monitor, zmq.POLLIN)
-        try:
-            while not self._stop.is_set():
-                ready = dict(poller.poll(100))
-                if monitor in ready:
-                    event = parse_monitor_message(monitor.recv_multipart())["event"]
-                    self._on_connection(event == zmq.EVENT_CONNECTED)
-                if sock in ready:
-                    _topic, payload = sock.recv_multipart()
-                    self.handle(payload)
-                if self.max_requests is not None and self.finished >= self.max_requests:
-                    break
-        finally:
+        self._sock, self._monitor = sock, monitor
+        return [sock, monitor]
+
+    def on_ready(self, sock: Any) -> None:
+        """One message from a socket ``connect`` returned, ready to read."""
+        import zmq
+        from zmq.utils.monitor import parse_monitor_message
+
+        if sock is self._monitor:
+            event = parse_monitor_message(sock.recv_multipart())["event"]
+            self._on_connection(event == zmq.EVENT_CONNECTED)
+        elif not self._stop.is_set():
+            _topic, payload = sock.recv_multipart()
+            self.handle(payload)
+
+    def close(self) -> None:
+        sock, self._sock = getattr(self, "_sock", None), None
+        if sock is not None:
             sock.disable_monitor()
-            monitor.close(linger=0)
+            self._monitor.close(linger=0)
             sock.close(linger=0)
 
     def _warn(self, message: str, request_id: str | None = None) -> None:
@@ -228,7 +302,24 @@ class Attach:
             self._server_gone(f"the server stopped ({msg.reason}); waiting for it to come back")
 
     def _on_hello(self, hello: wire.Hello) -> None:
+        if self._claim is not None and not self._claim(self, hello):
+            self.stop()  # another address of the fleet follows this publisher already
+            return
         old, self.hello = self.hello, hello
+        if self.replica is not None and (old is None or old.pid != hello.pid):
+            self.sink(
+                ReplicaSeen(
+                    t=self.clock(),
+                    replica=self.replica,
+                    addr=self.addr,
+                    model=portable(hello.model),
+                    speculation=Speculation.model_validate(hello.spec).model_dump() if hello.spec else None,
+                    pid=hello.pid,
+                    dp_index=hello.dp_index,
+                    weight_bytes=hello.weight_bytes,
+                    restarted=old is not None,
+                )
+            )
         if old is None:
             models = {"target": portable(hello.model), "backend": f"vllm {hello.vllm} (vllm serve, pid {hello.pid})"}
             if hello.spec:
@@ -248,6 +339,7 @@ class Attach:
                 self._warn("speculation is off on this server: every token is a target token")
         elif old.pid != hello.pid:
             self._warn(f"the server restarted (pid {old.pid} → {hello.pid}, {hello.model})")
+            self.base = self.totals()  # its /metrics counters start again from 0
         if old is None or old.tokenizer != hello.tokenizer:
             self._tok = None
 
@@ -298,40 +390,28 @@ class Attach:
             self._finish(d.id, d.reason, d.cached, b.t)
 
     def _open(self, o: wire.ReqOpen) -> None:
-        conv, turn = self._conversation(o.prompt)
+        shown = o.id if o.id not in self._shown_ids else f"{o.id}@{self.replica}"
+        self._shown_ids.add(shown)
+        conv, turn = self.conversations.place(o.prompt)
         params: dict[str, Any] = {"max_tokens": o.max_tokens, "temperature": o.temperature, "json_schema": o.structured}
         if o.output:
             params["joined_late"] = True
         self.sink(
             RequestStarted(
                 t=self.clock(),
-                request_id=o.id,
+                request_id=shown,
                 prompt_tokens=len(o.prompt),
                 params=params,
                 conversation=conv,
                 turn=turn,
+                replica=self.replica,
             )
         )
-        assembler = StepAssembler(o.id, self.tokenizer(), [*o.prompt, *o.output], self.clock, self.sink)
+        assembler = StepAssembler(shown, self.tokenizer(), [*o.prompt, *o.output], self.clock, self.sink)
         self.assemblers.append(assembler)
-        self.requests[o.id] = _Request(assembler, o.arrival, ttft=None if not o.output else 0.0, cached=o.cached)
-
-    def _conversation(self, prompt: list[int]) -> tuple[str, int]:
-        best = None
-        for c in self.conversations:
-            if (
-                len(c.prompt) <= len(prompt)
-                and prompt[: len(c.prompt)] == c.prompt
-                and (best is None or len(c.prompt) > len(best.prompt))
-            ):
-                best = c
-        if best is None:
-            best = _Conversation(f"c{len(self.conversations) + 1}", list(prompt))
-            self.conversations.append(best)
-            return best.name, 1
-        best.turns += 1
-        best.prompt = list(prompt)
-        return best.name, best.turns
+        self.requests[o.id] = _Request(
+            assembler, o.arrival, ttft=None if not o.output else 0.0, cached=o.cached, shown_id=shown
+        )
 
     def _finish(self, rid: str, reason: str | None, cached: int | None, t: float) -> None:
         req = self.requests.pop(rid, None)
@@ -341,7 +421,7 @@ class Attach:
         self.sink(
             RequestFinished(
                 t=self.clock(),
-                request_id=rid,
+                request_id=req.shown_id,
                 finish_reason=reason,
                 text=text,
                 output_tokens=req.assembler.stats.tokens,
@@ -360,69 +440,8 @@ class Attach:
         counters count them (``verdicts.vllm_totals``): comparable with ``/metrics``."""
         return vllm_totals(self.assemblers)
 
-
-class RecordingSink:
-    """The attach session's sink: ``record`` (a ``Recorder`` made on the server's ``session_started``,
-    by ``make_recorder(header)``) and then ``show``. Events before the header (connection lines) wait
-    for it, so the recording opens with its header as every session file does."""
-
-    def __init__(self, show: Sink, make_recorder: Callable[[SessionStarted], Any], diagnoser: Any = None) -> None:
-        from specterm.diagnose import Diagnoser
-
-        self.show, self._make = show, make_recorder
-        self._feed = (diagnoser if diagnoser is not None else Diagnoser()).feed
-        self.recorder: Any = None
-        self._early: list[BaseEvent] = []
-        self._header_seen = False
-        self._lock = threading.Lock()
-
-    def __call__(self, event: BaseEvent) -> None:
-        with self._lock:
-            if isinstance(event, SessionStarted):
-                if self._header_seen:
-                    return
-                self._header_seen = True
-                self.recorder = self._make(event)
-                early, self._early = self._early, []
-                for e in [event, *early]:
-                    self._emit(e, record=e is not event)
-                return
-            if not self._header_seen:
-                self._early.append(event)
-                return
-            self._emit(event)
-
-    def _emit(self, event: BaseEvent, record: bool = True) -> None:
-        if record and self.recorder is not None:
-            self.recorder.write(event)
-        self.show(event)
-        for finding in self._feed(event):  # what the detectors found: recorded and shown too
-            self._emit(finding)
-
-    def close(self) -> None:
-        with self._lock:
-            for e in self._early:  # a server that never said who it is: still show what happened
-                self.show(e)
-            self._early = []
-            if self.recorder is not None:
-                self.recorder.close()
-
-
-def scrape_spec_counters(url: str) -> dict[str, int]:
-    """vLLM's spec-decode counters from a server's Prometheus ``/metrics`` (summed over label sets),
-    parsed with prometheus_client's own parser."""
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from specterm.engine.verdicts import SPEC_METRICS
-
-    with urllib.request.urlopen(url, timeout=5) as resp:  # a URL the user gave
-        text = resp.read().decode()
-    out = dict.fromkeys(SPEC_METRICS.values(), 0)
-    for family in text_string_to_metric_families(text):
-        key = SPEC_METRICS.get(family.name)
-        if key is None:
-            continue
-        out[key] += int(sum(s.value for s in family.samples if s.name.endswith("_total")))
-    return out
+    def totals_since_restart(self) -> dict[str, int]:
+        """``totals()`` since the server last restarted (all of them without a restart): what its
+        ``/metrics`` counted, as they start from 0 with the new process."""
+        now = self.totals()
+        return now if self.base is None else {k: v - self.base.get(k, 0) for k, v in now.items()}
