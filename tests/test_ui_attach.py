@@ -17,6 +17,7 @@ from specterm.events import RequestStarted
 from specterm.session.reader import read_session
 from specterm.ui.attach_app import make_attach_app
 from specterm.ui.widgets.acceptance_panel import AcceptancePanel
+from specterm.ui.widgets.latency_panel import LatencyPanel
 from specterm.ui.widgets.request_list import FOLLOW, RequestList
 from specterm.ui.widgets.session_header import SessionHeader
 from specterm.ui.widgets.transcript import Transcript
@@ -81,5 +82,50 @@ def test_attach_lists_the_servers_requests_and_pins_the_one_picked():
             requests.highlighted = 0
             await pilot.press("enter")
             await until(pilot, lambda: app.state.pinned_request is None)
+
+    asyncio.run(main())
+
+
+def panel_lines(panel) -> list[str]:
+    """What a panel shows on screen now, row by row (inside its border and padding, cut as drawn)."""
+    return [panel.render_line(y).text.rstrip() for y in range(panel.size.height)]
+
+
+async def attached_80x24(pilot, events) -> None:
+    await pilot.pause()
+    pilot.app.apply_events(events, force=True)
+    await pilot.pause()
+
+
+def test_attach_panels_show_every_figure_uncut_at_80x24():
+    """80×24 (an SSH terminal): the requests list shares the panels' row, so each panel has 16 cells.
+    The acceptance panel's session column and the latency panel's last request are on screen whole."""
+    from test_ui_snapshots import attached
+
+    data = read_session(SAMPLE)
+
+    async def main():
+        app = attached((80, 24))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await attached_80x24(pilot, [data.header, *data.events])
+            summary = app.state.summary
+            session, last = summary.session, summary.requests[app.state.current_request]
+            acceptance = panel_lines(app.query_one(AcceptancePanel))
+            latency = panel_lines(app.query_one(LatencyPanel))
+            for line in acceptance + latency:
+                assert "…" not in line, line
+            rows = {line.split()[0]: line.split()[1:] for line in acceptance[1:4]}
+            assert acceptance[0].split() == ["req", "sess"]
+            assert rows == {
+                "rate": [f"{last.stats.acceptance_rate:.2f}", f"{session.acceptance_rate:.2f}"],
+                "len": [f"{last.stats.mean_acceptance_length:.2f}", f"{session.mean_acceptance_length:.2f}"],
+                "tok": [str(last.stats.tokens), str(session.tokens)],
+            }
+            assert latency[:3] == [
+                "last request",
+                f"{last.wall_s:.2f}s TTFT {last.ttft_s * 1000:.0f}ms",
+                f"{last.stats.tokens} tok {last.tokens_per_s:.1f} tok/s",
+            ]
+            assert latency[-1].strip(), "the step-time sparkline is the last row, not cut off below"
 
     asyncio.run(main())
