@@ -299,6 +299,10 @@ class SessionSummary:
     """Per engine step with drafts: accepted / drafted (the acceptance sparkline)."""
     findings: list[Finding] = field(default_factory=list)
     """What the detectors found (``specterm.diagnose``), in stream order: rare, so kept whole."""
+    first_step_start: float | None = None
+    """When the first engine step began (its ``t`` less its ``wall_s``), and the last one ended (its
+    ``t``): counted by ``add_step`` only, not by ``session/fast_summary.py`` (which prints no rate)."""
+    last_step_end: float = 0.0
 
     def request(self, request_id: str) -> RequestSummary:
         req = self.requests.get(request_id)
@@ -311,6 +315,17 @@ class SessionSummary:
         ``weight_bytes`` of target and draft); None when it records none (an older session, a hub id)."""
         weights = (models or {}).get("weight_bytes") or {}
         return WeightTraffic.of(self.session, sum(self.step_wall_s), weights.get("target"), weights.get("draft"))
+
+    @property
+    def served_s(self) -> float | None:
+        """Seconds from the first engine step's start to the last one's end; None before a step."""
+        return None if self.first_step_start is None else self.last_step_end - self.first_step_start
+
+    def served_tokens_per_s(self) -> float | None:
+        """Output tokens ÷ ``served_s``: what a server gave all its clients together while watched, idle
+        gaps included (``vllm bench serve``'s output throughput); not a rolling window, which nothing
+        would redraw while the server idles (it would go on showing a rate no one is served)."""
+        return tokens_per_s(self.session.tokens, self.served_s)
 
     def decode_tokens_per_s(self) -> float | None:
         """Decode tokens ÷ decode seconds over the finished requests (``RequestSummary.decode``)."""
@@ -336,6 +351,9 @@ class SessionSummary:
         self.step_wall_s.append(step.wall_s)
         if step.drafted:
             self.step_accept.append(step.accepted / len(step.drafted))
+        if self.first_step_start is None:
+            self.first_step_start = step.t - step.wall_s
+        self.last_step_end = step.t
 
     def add(self, event: BaseEvent) -> None:
         if isinstance(event, SpecStep):

@@ -171,3 +171,19 @@ def test_fast_summary_counts_a_step_msgspec_refuses_but_pydantic_accepts(tmp_pat
     data, summary = summarize_file(path)
     assert summary.as_dict() == summarize(read_session(path).events).as_dict()
     assert summary.session.steps == len(STEPS)
+
+
+def test_served_tokens_per_s_spans_first_step_start_to_last_step_end():
+    """A server's output rate: every request's tokens together ÷ the time from the first step's start
+    (its ``t`` less its wall time) to the last step's end, idle time between requests included."""
+    two = [
+        _step(0, 4, 4, 0.5, rid="a").model_copy(update={"t": 10.5}),  # began at 10.0: 5 tokens
+        _step(0, 0, 0, 0.5, rid="b").model_copy(update={"t": 10.5}),  # the same batch: 1 token
+        _step(1, 2, 1, 0.5, rid="a").model_copy(update={"t": 14.0}),  # after 3 s idle: 2 tokens
+    ]
+    summary = summarize([])
+    assert summary.served_tokens_per_s() is None  # no step yet: no rate, not 0
+    for step in two:
+        summary.add(step)
+    assert summary.session.tokens == 8 and summary.served_s == pytest.approx(4.0)
+    assert summary.served_tokens_per_s() == pytest.approx(8 / 4.0)

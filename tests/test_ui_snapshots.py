@@ -198,6 +198,15 @@ def test_attach_to_vllm_serve(snap_compare, size):
     assert snap_compare(attached(size), terminal_size=size, run_before=feed([data.header, *data.events]))
 
 
+def test_attach_weights_per_token_narrow(snap_compare):
+    """The same stream from a server that sized its weights (``wire.Hello.weight_bytes``; the recording
+    predates it), at 80×24: the bandwidth panel's served rate and weights per token, in 16 cells."""
+    data = sample_session("attach_vllm_serve.jsonl")
+    models = {**data.header.models, "weight_bytes": {"target": 269_060_736, "draft": 0}}
+    header = data.header.model_copy(update={"models": models})
+    assert snap_compare(attached(NARROW), terminal_size=NARROW, run_before=feed([header, *data.events]))
+
+
 def test_structured_answer_renders_as_markdown(snap_compare):
     """An answer with structure (a list, a table) reads as Markdown, not as the JSON it was written in.
     The recorded agent session with its one-line answer edited into a list and a table (the pairs

@@ -55,3 +55,29 @@ def test_panel_lines_fit_and_columns_stay_apart(width, session):
     assert rows, lines
     for row in rows:  # "1 call" is two words: every other column is exactly one
         assert len(row.split()) == len(header) + 1, (width, row)
+
+
+@pytest.mark.parametrize("width", [80, 90, 100, 160])
+def test_attach_panel_lines_fit(width):
+    """``specterm attach`` below 100 columns: the requests list shares the panels' row (16 cells each
+    at 80), and still no line is cut at a panel's edge nor runs below its bottom (24 rows)."""
+    from test_ui_snapshots import attached
+
+    data = read_session(SAMPLES / "attach_vllm_serve.jsonl")
+    models = {**data.header.models, "weight_bytes": {"target": 269_060_736, "draft": 0}}
+
+    async def main():
+        app = attached((width, 24))
+        async with app.run_test(size=(width, 24)) as pilot:
+            app.apply_events([data.header.model_copy(update={"models": models}), *data.events], force=True)
+            await pilot.pause()
+            for cls in (AcceptancePanel, LatencyPanel, GpuPanel):
+                panel = app.query_one(cls)
+                lines = panel.body(panel.text_styles, panel.inner_width).plain.splitlines()
+                assert lines, cls.__name__
+                for line in lines:
+                    assert len(line) <= panel.inner_width and "…" not in line, (width, cls.__name__, line)
+                if width < 100:  # the narrow row: panels of a fixed height
+                    assert len(lines) <= panel.size.height, (width, cls.__name__, lines)
+
+    asyncio.run(main())

@@ -37,3 +37,13 @@ def sparkline(values: Sequence[float], width: int, *, lo: float | None = None, h
 
 def fmt_bytes_gib(n: int | None) -> str:
     return "–" if n is None else f"{n / 2**30:.1f}"
+
+
+def fmt_count(n: int) -> str:
+    """At most 5 characters, so a narrow column never runs into the next: exact below 100,000, then
+    ``123k``, ``1.2M``, ``45M``, ``1.2G``."""
+    if n < 100_000:
+        return str(n)
+    unit, scale = next((u, sc) for u, sc in (("G", 1e9), ("M", 1e6), ("k", 1e3)) if n >= sc)
+    x = n / scale
+    return f"{x:.1f}{unit}" if x < 10 else f"{x:.0f}{unit}"

@@ -8,13 +8,14 @@ prompts than the bench's, so an estimate, labelled as such."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
 
 from specterm.stats import SpecStats, fmt_opt
-from specterm.ui.charts import bar, sparkline
+from specterm.ui.charts import bar, fmt_count, sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
 
@@ -33,18 +34,28 @@ class _Layout:
     heads: tuple[str, str]
     compact: bool
 
+    @property
+    def cells(self) -> int:
+        """The width a row takes."""
+        return self.label + 2 * self.column + len(self.gap)
+
 
 WIDE = _Layout(9, 8, " ", ("request", "session"), compact=False)
 COMPACT = _Layout(5, 7, "", ("req", "sess"), compact=True)
+TIGHT = _Layout(4, 6, "", ("req", "sess"), compact=True)
+"""Below ``COMPACT``'s 19 cells: ``attach`` at 80 columns, where the requests list shares the row and
+each panel has 16."""
 
 
-def _rows(request: SpecStats, session: SpecStats) -> list[tuple[str, str | None, str, str]]:
-    """The rows both layouts show, once: (wide label, compact label or ``None`` where the narrow layout
-    leaves the row out, the request's value, the session's)."""
+def _rows(
+    request: SpecStats, session: SpecStats, count: Callable[[int], str] = str
+) -> list[tuple[str, str | None, str, str]]:
+    """The rows every layout shows, once: (wide label, compact label or ``None`` where the narrow layout
+    leaves the row out, the request's value, the session's); ``count`` formats the token counts."""
     rows = [
         ("rate", "rate", fmt_opt(request.acceptance_rate), fmt_opt(session.acceptance_rate)),
         ("mean len", "len", fmt_opt(request.mean_acceptance_length), fmt_opt(session.mean_acceptance_length)),
-        ("tokens", "tok", str(request.tokens), str(session.tokens)),
+        ("tokens", "tok", count(request.tokens), count(session.tokens)),
     ]
     if session.grammar_drafts:  # grammar drafting: what it saves, and how much the grammar drafted
         rows += [
@@ -136,8 +147,10 @@ class AcceptancePanel(Panel):
         width: int,
     ) -> Text:
         """Six rows for the narrow layout (80x24), seven with grammar drafting's passes per token: the
-        same numbers, per-position as a sparkline."""
-        _table(out, _rows(request, session), COMPACT, styles)
+        same numbers, per-position as a sparkline. Token counts in at most 5 characters (``fmt_count``):
+        a server's session passes 100,000 within the hour, and its column would run into the next."""
+        layout = COMPACT if width >= COMPACT.cells else TIGHT
+        _table(out, _rows(request, session, fmt_count), layout, styles)
         out.append("pos  ", styles["meta"])
         out.append(sparkline(session.per_position, width - 5, lo=0.0, hi=1.0) + "\n", styles["title"])
         out.append("step ", styles["meta"])

@@ -5,6 +5,13 @@ The weights' share comes from the session's counts (``stats.WeightTraffic``): pe
 speculative against target-only, and the bytes per second of engine steps it took. It needs no GPU:
 it is what speculation is for (fewer passes over the weights), so it is shown first.
 
+Attached to a server (``attach``), the output tokens per second it served all its clients come first,
+averaged over the time it was seen serving, which the row names ("over 42s";
+``SessionSummary.served_tokens_per_s``). Where the server sent no weight sizes (it reads them from its
+model's safetensors headers; a hub id not in its cache, a GGUF file or an older specterm gives none),
+a short line says so instead of the weights' rows. Its GPU is sampled only where it is this machine's
+(a Unix socket); otherwise one short line says telemetry is off.
+
 ``GpuSample.source`` says what ``bw_util_pct`` is: real DRAM bandwidth (GPM, Hopper+) or the memory
 duty cycle (the share of time memory was busy — NOT bandwidth). The label always says which, so a
 duty cycle is never read as bandwidth. ``gpu_status`` states (no driver, no GPU, permission ...) are
@@ -17,7 +24,7 @@ from rich.style import Style
 from rich.text import Text
 
 from specterm.render import inert
-from specterm.stats import WeightTraffic
+from specterm.stats import WeightTraffic, fmt_opt
 from specterm.telemetry.devices import SOURCE_LABELS
 from specterm.ui.charts import bar, fmt_bytes_gib, sparkline
 from specterm.ui.state import ViewState
@@ -43,6 +50,24 @@ def fmt_bytes(n: float) -> str:
 
 SHORT_STATE_TEXT = {"no_driver": "no NVIDIA driver", "no_gpu": "no NVIDIA GPU"}
 """The same facts in a narrow panel (80 columns: ~23 cells), so they stay one line."""
+SHORT_IDLE_TEXT = {"GPU telemetry off": "GPU stats off", "waiting for GPU telemetry": "waiting for GPU"}
+"""The app's idle texts where the panel is narrower (``attach`` at 80 columns: 16 cells)."""
+
+WEIGHT_LABELS = {
+    "wide": ("weights/token ", "target-only   ", "read at       "),
+    "narrow": ("per tok  ", "tgt-only ", "read at  "),  # 80 columns: ~23 cells
+    "tight": ("per tok ", "tgt-only", "read/s  ", "ratio   "),  # attach at 80 columns: 16 cells
+}
+"""Row labels by panel width; in ``tight`` the ratio has its own row and "/s" moves into a label."""
+
+
+def fmt_span(s: float) -> str:
+    """At most 5 characters: ``3.1s``, ``42s``, ``17min``, ``2.5h``, ``31h``."""
+    if s < 100:
+        return f"{s:.1f}s" if s < 10 else f"{s:.0f}s"
+    if s < 3600:
+        return f"{s / 60:.0f}min"
+    return f"{s / 3600:.1f}h" if s < 36_000 else f"{s / 3600:.0f}h"
 
 
 class GpuPanel(Panel):
@@ -53,28 +78,49 @@ class GpuPanel(Panel):
         self.state = state
         self.idle_text = idle_text
 
+    def served(self, styles: dict[str, Style], width: int, out: Text) -> None:
+        """``attach``: the server's output tokens per second and the time they were averaged over."""
+        summary = self.state.summary
+        rate, span = summary.served_tokens_per_s(), summary.served_s
+        value = fmt_opt(rate, ".1f" if rate is not None and rate < 100 else ".0f")
+        over = "" if span is None else f" over {fmt_span(span)}"
+        label = "served tok/s  "
+        if len(label) + 8 + len(over) <= width:  # one row, lined up with the weights' rows below
+            out.append(label, styles["meta"])
+            value = f"{value:>8}"
+        else:
+            out.append("served tok/s\n", styles["meta"])
+        out.append(value, styles["body"])
+        out.append(over + "\n", styles["meta"])
+
     def weights(self, styles: dict[str, Style], width: int, out: Text, traffic: WeightTraffic | None) -> None:
+        tier = "wide" if width >= 30 else "narrow" if width >= 23 else "tight"
+        labels = WEIGHT_LABELS[tier]
         if traffic is None:
+            if self.state.mode == "attach" and self.state.summary.session.tokens:
+                # tokens but no traffic: the server sent no weight sizes (not a wait for the first token)
+                out.append(f"{labels[0]}{'–':>8}\n", styles["meta"])
+                out.append("the server sent no model size\n" if width >= 29 else "no model size\n", styles["meta"])
             return
-        # (label, value) rows; short labels where the panel is narrow (80 columns: ~23 cells)
-        labels = (
-            ("weights/token ", "target-only   ", "read at       ")
-            if width >= 30
-            else ("per tok  ", "tgt-only ", "read at  ")
-        )
+        ratio = f"×{traffic.ratio:.2f}"
         out.append(labels[0], styles["meta"])
         out.append(f"{fmt_bytes(traffic.per_token):>8}", styles["body"])
-        out.append(f" ×{traffic.ratio:.2f}\n", styles["title"])
+        out.append("\n" if tier == "tight" else f" {ratio}\n", styles["title"])
         out.append(labels[1], styles["meta"])
         out.append(f"{fmt_bytes(traffic.target_bytes):>8}\n", styles["body"])
+        if tier == "tight":
+            out.append(labels[3], styles["meta"])
+            out.append(f"{ratio:>8}\n", styles["title"])
         if (rate := traffic.bytes_per_s) is not None:
             out.append(labels[2], styles["meta"])
-            out.append(f"{fmt_bytes(rate):>8}/s\n", styles["body"])
+            out.append(f"{fmt_bytes(rate):>8}" + ("\n" if tier == "tight" else "/s\n"), styles["body"])
 
     def body(self, styles: dict[str, Style], width: int) -> Text:
         out = Text(no_wrap=False, overflow="fold")
         session = self.state.session
         traffic = self.state.summary.weight_traffic(session.models if session else None)
+        if self.state.mode == "attach":
+            self.served(styles, width, out)
         self.weights(styles, width, out, traffic)
         self.gpu(styles, width, out, traffic)
         out.rstrip()
@@ -95,7 +141,8 @@ class GpuPanel(Panel):
                 out.append(inert(status.message), styles["meta"])
             return
         if not self.state.gpu:
-            out.append(self.idle_text, styles["meta"])
+            text = self.idle_text
+            out.append(text if len(text) <= width else SHORT_IDLE_TEXT.get(text, text), styles["meta"])
             return
         for device, s in sorted(self.state.gpu.items()):
             if out and not out.plain.endswith("\n"):

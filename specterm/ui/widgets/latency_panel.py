@@ -8,7 +8,7 @@ import statistics
 from rich.style import Style
 from rich.text import Text
 
-from specterm.stats import fmt_opt, tokens_per_s
+from specterm.stats import RequestSummary, fmt_opt, tokens_per_s
 from specterm.ui.charts import sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
@@ -30,6 +30,24 @@ def _secs(s: float) -> str:
 
 def _rate(rate: float | None) -> str:
     return fmt_opt(rate, ".1f" if rate is not None and rate < 100 else ".0f")
+
+
+def _ttft(s: float | None) -> str:
+    """At most 5 characters: ``307ms``, ``1.27s``."""
+    return "–" if s is None else (f"{s * 1000:.0f}ms" if s < 1 else _secs(s))
+
+
+def _request_lines(r: RequestSummary, width: int) -> list[str]:
+    """One request's time, TTFT, tokens and rate: one line where it fits, else two (its times; its
+    tokens), set closer where even those do not fit (80 columns), the unit of the rate last to go."""
+    ttft = fmt_opt(None if r.ttft_s is None else r.ttft_s * 1000, ".0f")
+    wall, tokens = r.wall_s or 0.0, r.stats.tokens
+    parts = (f"{wall:.2f} s", f"TTFT {ttft} ms", f"{tokens} tok", f"{fmt_opt(r.tokens_per_s, '.1f')} tok/s")
+    close = [f"{_secs(wall)} TTFT {_ttft(r.ttft_s)}", f"{tokens} tok {_rate(r.tokens_per_s)} tok/s"]
+    for lines in ([" · ".join(parts)], [" · ".join(parts[:2]), " · ".join(parts[2:])], close):
+        if max(map(len, lines)) <= width:
+            return lines
+    return [close[0], f"{tokens} tok {_rate(r.tokens_per_s)}/s"]
 
 
 class LatencyPanel(Panel):
@@ -55,8 +73,10 @@ class LatencyPanel(Panel):
                 rate = tokens_per_s(s.tokens, s.latency_s)
                 label = f"{s.step} {_label(s)}"[:9]
                 out.append(f"{label:<9} ", styles["meta"] if s.ok else styles["error"])
-                ttft = "–" if s.ttft_s is None else (f"{s.ttft_s * 1000:.0f}ms" if s.ttft_s < 1 else _secs(s.ttft_s))
-                out.append(f"{_secs(s.latency_s):>5} {ttft:>5} {s.tokens or '–':>4} {_rate(rate):>5}\n", styles["body"])
+                out.append(
+                    f"{_secs(s.latency_s):>5} {_ttft(s.ttft_s):>5} {s.tokens or '–':>4} {_rate(rate):>5}\n",
+                    styles["body"],
+                )
         else:
             # No agent: per request instead (plain chat, `run` sessions).
             done = [r for r in summary.requests.values() if r.wall_s]
@@ -64,21 +84,18 @@ class LatencyPanel(Panel):
                 picked = summary.requests.get(self.state.pinned_request or "")
                 r = picked if picked is not None and picked.wall_s else done[-1]
                 out.append("picked request\n" if r is picked else "last request\n", styles["meta"])
-                out.append(
-                    f"{r.wall_s:.2f} s · TTFT {fmt_opt(None if r.ttft_s is None else r.ttft_s * 1000, '.0f')} ms"
-                    f" · {r.stats.tokens} tok · {fmt_opt(r.tokens_per_s, '.1f')} tok/s\n",
-                    styles["body"],
-                )
+                out.append("\n".join(_request_lines(r, width)) + "\n", styles["body"])
                 if len(done) > 1:  # a server's many requests (attach): their medians
                     ttfts = [x.ttft_s for x in done if x.ttft_s is not None]
-                    ttft = statistics.median(ttfts) * 1000 if ttfts else None
+                    ttft = statistics.median(ttfts) if ttfts else None
+                    ttft_ms = None if ttft is None else ttft * 1000
                     out.append(
                         f"{len(done)} req median\n" if compact else f"{len(done)} requests, median\n", styles["meta"]
                     )
                     out.append(
-                        f"{statistics.median(x.wall_s for x in done):.2f}s TTFT {fmt_opt(ttft, '.0f')}ms\n"
+                        f"{_secs(statistics.median(x.wall_s for x in done))} TTFT {_ttft(ttft)}\n"
                         if compact
-                        else f"{statistics.median(x.wall_s for x in done):.2f} s · TTFT {fmt_opt(ttft, '.0f')} ms\n",
+                        else f"{statistics.median(x.wall_s for x in done):.2f} s · TTFT {fmt_opt(ttft_ms, '.0f')} ms\n",
                         styles["body"],
                     )
         walls = summary.step_wall_s
