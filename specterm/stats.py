@@ -26,6 +26,7 @@ from specterm.events import (
     AgentStepFinished,
     BaseEvent,
     Finding,
+    ReplicaSeen,
     RequestFinished,
     RequestStarted,
     SpecStep,
@@ -303,6 +304,15 @@ class SessionSummary:
     """When the first engine step began (its ``t`` less its ``wall_s``), and the last one ended (its
     ``t``): counted by ``add_step`` only, not by ``session/fast_summary.py`` (which prints no rate)."""
     last_step_end: float = 0.0
+    replicas: dict[str, SessionSummary] = field(default_factory=dict)
+    """A fleet's schedulers (``specterm attach`` of several): each replica's own summary, fed its
+    requests' events, so every figure above exists per replica by the same definitions."""
+    replica_seen: dict[str, ReplicaSeen] = field(default_factory=dict)
+    """What each replica said of itself (model, speculation, weight bytes), latest first seen."""
+    replica_of: dict[str, str] = field(default_factory=dict)
+    """Request id → the replica that ran it."""
+    of_replica: bool = False
+    """One of ``replicas``: fed its own requests, routes nothing further."""
 
     def request(self, request_id: str) -> RequestSummary:
         req = self.requests.get(request_id)
@@ -354,16 +364,35 @@ class SessionSummary:
         if self.first_step_start is None:
             self.first_step_start = step.t - step.wall_s
         self.last_step_end = step.t
+        if self.replica_of:
+            replica = self.replica_of.get(step.request_id)
+            if replica is not None:
+                self.replicas[replica].add_step(step)
+
+    def _replica(self, name: str) -> SessionSummary:
+        summary = self.replicas.get(name)
+        if summary is None:
+            summary = self.replicas[name] = SessionSummary(of_replica=True)
+        return summary
 
     def add(self, event: BaseEvent) -> None:
         if isinstance(event, SpecStep):
             self.add_step(event)
         elif isinstance(event, RequestStarted):
             self.request(event.request_id).tracker = RequestTracker(bool(event.params.get("json_schema")))
+            if event.replica is not None and not self.of_replica:
+                self.replica_of[event.request_id] = event.replica
+                self._replica(event.replica).add(event)
         elif isinstance(event, RequestFinished):
             req = self.request(event.request_id)
             req.ttft_s, req.wall_s = event.ttft_s, event.wall_s
             req.finish_reason, req.cancelled = event.finish_reason, event.cancelled
+            replica = self.replica_of.get(event.request_id)
+            if replica is not None:
+                self.replicas[replica].add(event)
+        elif isinstance(event, ReplicaSeen):
+            self.replica_seen[event.replica] = event
+            self._replica(event.replica)
         elif isinstance(event, AgentStepFinished):
             self.agent_steps.append(event)
         elif isinstance(event, Finding):

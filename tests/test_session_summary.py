@@ -187,3 +187,33 @@ def test_served_tokens_per_s_spans_first_step_start_to_last_step_end():
         summary.add(step)
     assert summary.session.tokens == 8 and summary.served_s == pytest.approx(4.0)
     assert summary.served_tokens_per_s() == pytest.approx(8 / 4.0)
+
+
+def test_a_fleets_replicas_each_get_their_own_figures_by_the_same_definitions():
+    """Requests labelled with the replica that ran them (``attach`` of several servers): each replica's
+    summary holds exactly its requests' steps, the replicas add up to the session, and a replica's
+    own hello (``ReplicaSeen``) is kept for its k and weight bytes. An unlabelled session has none."""
+    from specterm.events import ReplicaSeen, RequestStarted
+
+    events = [
+        ReplicaSeen(replica="a·0", addr="ipc:///a.sock", speculation={"method": "ngram", "num_speculative_tokens": 4}),
+        ReplicaSeen(replica="b·1", addr="ipc:///b-dp1.sock", dp_index=1),
+        RequestStarted(request_id="x", replica="a·0"),
+        RequestStarted(request_id="y", replica="b·1"),
+        _step(0, 4, 4, 0.01, rid="x"),
+        _step(0, 0, 0, 0.01, rid="y"),
+        _step(1, 4, 1, 0.01, rid="x"),
+        RequestFinished(request_id="x", wall_s=0.5, finish_reason="length"),
+    ]
+    summary = summarize(events)
+    a, b = summary.replicas["a·0"], summary.replicas["b·1"]
+    assert summary.replica_of == {"x": "a·0", "y": "b·1"}
+    assert (a.session.tokens, b.session.tokens) == (
+        7,
+        1,
+    ) and a.session.tokens + b.session.tokens == summary.session.tokens
+    assert (a.session.accepted, a.session.draft_tokens) == (5, 8) and b.session.draft_tokens == 0
+    assert set(a.requests) == {"x"} and a.requests["x"].finish_reason == "length" and set(b.requests) == {"y"}
+    assert not a.replicas and not b.replicas  # a replica's summary routes nothing further
+    assert summary.replica_seen["b·1"].dp_index == 1
+    assert summarize(STEPS).replicas == {}

@@ -31,6 +31,7 @@ from specterm.ui.pacing import FramePacer
 from specterm.ui.screens.error import EngineErrorScreen
 from specterm.ui.screens.main import MainScreen
 from specterm.ui.state import ViewState
+from specterm.ui.widgets.fleet_list import FleetList
 from specterm.ui.widgets.panel import Panel
 from specterm.ui.widgets.prompt_input import PromptInput
 from specterm.ui.widgets.request_list import RequestList
@@ -99,6 +100,10 @@ class SpecTermApp(ThemedApp):
         self.intro, self.placeholder = options.intro, options.placeholder
         self.session = session if session is not None else LiveSession(header=header)
         self._session_ready = False
+        config = header.config if header is not None else {}
+        self.attach_view = mode == "replay" and "attach" in config
+        """A replay of an attach session: shown with its requests (and replicas) lists."""
+        self._lists = mode == "attach" or self.attach_view
         self._engine_error = engine_error
         self._cancel: threading.Event | None = None
         self._warnings = list(warnings)
@@ -221,6 +226,10 @@ class SpecTermApp(ThemedApp):
             transcript.scroll_end(animate=False)
         for panel in self._panels or []:
             panel.flush()
+
+    def on_fleet_list_picked(self, message: FleetList.Picked) -> None:
+        for requests in self.main_screen.query(RequestList):
+            requests.refilter()
 
     def _load_rest(self) -> None:  # worker thread
         """Read the rest of a long session file into the replayer, then report its warnings."""
@@ -350,7 +359,8 @@ class SpecTermApp(ThemedApp):
         transcript = self.query_one(Transcript)
         state = self.state
         model = transcript.model
-        requests = self.main_screen.query(RequestList).first() if state.mode == "attach" else None
+        requests = self.main_screen.query(RequestList).first() if self._lists else None
+        fleet = self.main_screen.query(FleetList).first() if self._lists else None
         for ev in events:
             if ev is RESET:
                 state.reset()
@@ -364,6 +374,8 @@ class SpecTermApp(ThemedApp):
         transcript.sync()
         if requests is not None:
             requests.sync()
+        if fleet is not None:
+            fleet.sync()
         if self._panels is None:  # a DOM query per batch costs more than the panels' own check
             self._panels = list(self.main_screen.query(Panel))
         for panel in self._panels:

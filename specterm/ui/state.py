@@ -20,6 +20,8 @@ class ViewState:
         """``live``, ``replay`` or ``attach``: the header badge."""
         self.pinned_request: str | None = None
         """The request the panels follow when the user picked one (``attach``); else the latest."""
+        self.replica_filter: str | None = None
+        """A fleet's replica whose requests alone the requests list shows (``FleetList``); None: all."""
         self.reset()
 
     def reset(self) -> None:

@@ -28,6 +28,7 @@ from specterm.ui.entries import ViewOptions
 from specterm.ui.screens.findings import FindingsScreen
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.acceptance_panel import AcceptancePanel
+from specterm.ui.widgets.fleet_list import FleetList
 from specterm.ui.widgets.gpu_panel import GpuPanel
 from specterm.ui.widgets.latency_panel import LatencyPanel
 from specterm.ui.widgets.legend import Legend
@@ -66,6 +67,8 @@ class DashboardHost(Protocol):
     placeholder: str
     deterministic: bool
     gpu_idle_text: str
+    attach_view: bool
+    """A replay of an attach session: the requests (and replicas) lists, as ``attach`` showed them."""
 
     @property
     def runner(self) -> Any: ...
@@ -126,8 +129,10 @@ class MainScreen(Screen):
                         blink=not app.deterministic,
                     )
             with VerticalScroll(id="side"):
-                if state.mode == "attach":
-                    yield RequestList(state, id="requests")
+                if state.mode == "attach" or app.attach_view:
+                    with Vertical(id="lists"):  # one column of the narrow row: the panels keep theirs
+                        yield FleetList(state, id="fleet")
+                        yield RequestList(state, id="requests")
                 yield AcceptancePanel(state, id="acceptance")
                 yield LatencyPanel(state, id="latency")
                 yield GpuPanel(state, idle_text=app.gpu_idle_text, id="gpu")

@@ -1,5 +1,5 @@
-"""The server's requests, for ``specterm attach``: newest first, each with its conversation step and
-state; choosing one pins the panels' "request" column to it and scrolls the transcript to it, and
+"""The server's requests, for ``specterm attach``: newest first, each with its replica·rank (a fleet),
+its conversation step and state; choosing one pins the panels' "request" column to it and scrolls the transcript to it, and
 "follow newest" goes back to following whatever the server runs last.
 
 Rebuilt only when a request starts or finishes (``sync`` is called once per drained batch and compares
@@ -55,7 +55,9 @@ class RequestList(OptionList):
         self._shown = self._version
         pinned = self.state.pinned_request
         options = [Option(("● " if pinned is None else "○ ") + "follow newest", id=FOLLOW)]
-        for rid in list(reversed(self._started))[:SHOWN]:
+        replica, of = self.state.replica_filter, self.state.summary.replica_of
+        shown = (rid for rid in reversed(self._started) if replica is None or of.get(rid) == replica)
+        for rid in list(shown)[:SHOWN]:
             options.append(Option(self._label(rid, rid == pinned), id=rid))
         highlighted = self.highlighted
         self.set_options(options)
@@ -63,6 +65,12 @@ class RequestList(OptionList):
             self.highlighted = highlighted
         running = sum(1 for r in self._started if r not in self._finished)
         self.border_subtitle = f"{running} running · {len(self._started)} seen"
+        self.border_title = "requests" if replica is None else f"requests of {replica}"
+
+    def refilter(self) -> None:
+        """The fleet list chose another replica (``state.replica_filter``): list its requests."""
+        self._version += 1
+        self.sync()
 
     def _label(self, rid: str, pinned: bool) -> str:
         start, done = self._started[rid], self._finished.get(rid)
@@ -72,7 +80,9 @@ class RequestList(OptionList):
             None if stats is None or stats.stats.acceptance_rate is None else 100 * stats.stats.acceptance_rate, ".0f"
         )
         state = "running" if done is None else (done.finish_reason or "done")
-        return f"{'● ' if pinned else ''}{conv} {state} {rate}%"
+        # a fleet: which replica·rank ran it (the requests of one server need no such column)
+        where = f"{start.replica} " if start.replica and len(self.state.summary.replicas) > 1 else ""
+        return f"{'● ' if pinned else ''}{where}{conv} {state} {rate}%"
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
