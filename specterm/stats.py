@@ -398,6 +398,10 @@ class SessionSummary:
         elif isinstance(event, Finding):
             self.findings.append(event)
 
+    def replica_dict(self) -> dict[str, Any]:
+        """One replica's figures (``replicas``): its session's, its request count and served rate."""
+        return {**self.session.as_dict(), "requests": len(self.requests), "tokens_per_s": self.served_tokens_per_s()}
+
     def findings_by_kind(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for finding in self.findings:
@@ -416,6 +420,12 @@ class SessionSummary:
             ),
             "withheld_answers": sum(s.withheld is not None for s in self.agent_steps),
             "findings_by_kind": self.findings_by_kind(),
+            # a fleet's schedulers (attach of several): each one's figures, by the same definitions
+            **(
+                {"replicas": {name: r.replica_dict() for name, r in sorted(self.replicas.items())}}
+                if self.replicas
+                else {}
+            ),
             "findings": [f.model_dump(exclude={"type"}, exclude_none=True) for f in self.findings],
         }
 

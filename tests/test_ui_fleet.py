@@ -116,3 +116,23 @@ def test_the_replay_of_a_fleet_recording_shows_the_same_lists(tmp_path):
             assert fleet.display and len(rows(fleet)) == 3
 
     asyncio.run(main())
+
+
+def test_replay_summary_of_a_fleet_recording_lists_each_replica(tmp_path, capsys):
+    import json
+
+    from specterm.cli import main
+
+    events = fleet_events()
+    recording = tmp_path / "fleet.jsonl"
+    recording.write_text("".join(dump_event(e) + "\n" for e in events))
+    assert main(["replay", str(recording), "--summary", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    replicas = figures["replicas"]
+    assert set(replicas) == {"a·0", "b·0"}
+    assert sum(r["tokens"] for r in replicas.values()) == figures["session"]["tokens"]
+    assert sum(r["requests"] for r in replicas.values()) == len(figures["requests"])
+    assert main(["replay", str(recording), "--summary"]) == 0
+    text = capsys.readouterr().out
+    a = replicas["a·0"]
+    assert f"a·0: {a['requests']} requests, acceptance {100 * a['acceptance_rate']:.1f}%" in text

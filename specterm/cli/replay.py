@@ -353,6 +353,15 @@ def _session_table(f: dict[str, Any], stats: Any) -> Any:
         "TTFT (ms)",
         f"mean {_num(ttft['mean'], '.1f', 1e3)}  max {_num(ttft['max'], '.1f', 1e3)} over {ttft['count']} requests",
     )
+    if replicas := f.get("replicas"):  # a fleet's recording: each scheduler side by side
+        row(
+            "replicas",
+            "\n".join(
+                f"{name}: {r['requests']} requests, acceptance {_num(r['acceptance_rate'], '.1%')}, "
+                f"mean length {_num(r['mean_acceptance_length'])}, {r['tokens']} tokens"
+                for name, r in replicas.items()
+            ),
+        )
     by_kind = f.get("findings_by_kind") or {}
     row("findings", ", ".join(f"{kind} {n}" for kind, n in by_kind.items()) or "none")
     if f["skipped_unknown"]:

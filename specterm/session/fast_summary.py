@@ -146,9 +146,12 @@ class SummaryReader(SessionReader):
         if self._stream is not None and self.done and self._upgrade is None:
             # Spec steps were counted per request only; other events (none count session-wide
             # verdicts) went through summary.add. The session is its requests merged.
-            session = self.summary.session
-            for req in self.summary.requests.values():
-                session.merge(req.stats)
+            summary = self.summary
+            for rid, req in summary.requests.items():
+                summary.session.merge(req.stats)
+                replica = summary.replica_of.get(rid)  # a fleet's: its replica's session too
+                if replica is not None:
+                    summary.replicas[replica].session.merge(req.stats)
         super().close()
 
 
