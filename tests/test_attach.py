@@ -153,15 +153,17 @@ started: list = []
 class Attacher:
     """``specterm attach --json`` as a user runs it, in a subprocess; events parsed from its stdout."""
 
-    def __init__(self, server: Server, tmp: Path, name: str, *extra: str) -> None:
+    def __init__(self, server: Server | list[Server], tmp: Path, name: str, *extra: str) -> None:
+        """``server``: one, or several watched as a fleet (one ``attach`` on all their addresses)."""
         self.record = tmp / f"{name}.jsonl"
         self.out, self.err = tmp / f"{name}.out", tmp / f"{name}.err"
+        servers = server if isinstance(server, list) else [server]
         argv = [
             sys.executable,
             "-m",
             "specterm",
             "attach",
-            str(server.sock),
+            *(str(s.sock) for s in servers),
             "--json",
             "--record",
             str(self.record),
@@ -334,23 +336,43 @@ def test_concurrent_clients_every_request_seen_and_counts_reconcile(servers):
 
 
 def test_greedy_output_equals_speculation_off_under_batching(servers):
+    """Two servers, one with speculation and one without, watched by one ``attach``: every request is
+    seen with the replica that ran it, each server reconciles with its own /metrics, and greedy
+    output is token-identical between them under batching."""
     spec, plain, tmp = servers
-    att_spec = Attacher(spec, tmp, "lossless-spec", "--max-requests", "3")
-    att_plain = Attacher(plain, tmp, "lossless-plain", "--max-requests", "3")
+    urls = [f"{s.url}/metrics" for s in (spec, plain)]
+    att = Attacher([spec, plain], tmp, "lossless", "--max-requests", "6", "--metrics", urls[0], "--metrics", urls[1])
     with cf.ThreadPoolExecutor(6) as pool:  # three at once on each server: batched
         a = [pool.submit(spec.chat, p, 64) for p in PROMPTS]
         b = [pool.submit(plain.chat, p, 64) for p in PROMPTS]
         out_spec = [f.result(timeout=300).choices[0].message.content for f in a]
         out_plain = [f.result(timeout=300).choices[0].message.content for f in b]
     assert out_spec == out_plain
-    ids_spec = sorted(r["ids"] for r in _by_request(att_spec.finish()).values())
-    plain_events = att_plain.finish()
-    ids_plain = sorted(r["ids"] for r in _by_request(plain_events).values())
+    events = att.finish()
+    assert att.proc.returncode == 0, att.err.read_text()
+    replica = {e["request_id"]: e["replica"] for e in events if e["type"] == "request_started"}
+    by_replica = {
+        name: [r for rid, r in _by_request(events).items() if replica.get(rid) == name] for name in ("r1·0", "r2·0")
+    }
+    assert [len(v) for v in by_replica.values()] == [3, 3]
+    ids_spec = sorted(r["ids"] for r in by_replica["r1·0"])
+    ids_plain = sorted(r["ids"] for r in by_replica["r2·0"])
     assert ids_spec == ids_plain and all(ids_spec)
     # the server without speculation: attach works, every token is a target token, and it says why
-    assert any("speculation is off" in e.get("message", "") for e in plain_events)
-    verdicts = {t["verdict"] for e in plain_events if e["type"] == "spec_step" for t in e["tokens"]}
+    assert sum("speculation is off" in e.get("message", "") for e in events) == 1
+    plain_ids = {rid for rid, name in replica.items() if name == "r2·0"}
+    verdicts = {
+        t["verdict"] for e in events if e["type"] == "spec_step" and e["request_id"] in plain_ids for t in e["tokens"]
+    }
     assert verdicts == {"target"}
+    # each replica against its own counters: the speculative one drafted, the other has none
+    counters = {e["replica"]: e for e in events if e["type"] == "engine_counters"}
+    assert set(counters) == {"r1·0", "r2·0"} and all(c["matched"] for c in counters.values()), counters
+    assert counters["r1·0"]["ours"]["drafts"] > 0 and counters["r2·0"]["ours"]["drafts"] == 0
+    err = att.err.read_text()
+    assert "r1·0: verdicts reconcile" in err and "r2·0: verdicts reconcile" in err
+    seen = {e["replica"]: e for e in events if e["type"] == "replica"}
+    assert seen["r1·0"]["speculation"]["method"] == "ngram" and seen["r2·0"]["speculation"] is None
 
 
 def test_conversation_steps_are_grouped_with_their_cache_hits(servers):
@@ -421,10 +443,11 @@ def test_socket_of_another_user_is_refused(tmp_path):
 
 
 def test_server_killed_mid_stream_then_back(servers):
-    """The server dies mid-request: attach says so and the recording keeps what came; a new server on the
-    same socket is found again by itself and named as a restart."""
+    """One of two servers watched together dies mid-request: attach says so, the recording keeps what
+    came, and the other server goes on being followed; a new server on the same socket is found again
+    by itself and named as a restart."""
     spec, plain, tmp = servers
-    att = Attacher(plain, tmp, "killed")
+    att = Attacher([spec, plain], tmp, "killed")
     import threading
 
     def client():  # reads its stream until the server dies under it
@@ -449,15 +472,23 @@ def test_server_killed_mid_stream_then_back(servers):
     ended = att.wait_for(lambda e: e["type"] == "request_finished", 10)
     assert ended["finish_reason"] == "server stopped" and ended["output_tokens"] >= 10 and ended["text"]
     reader.join(30)
+    spec.chat(PROMPTS[0], 8)  # the other replica, while this one is down
+    att.wait_for(
+        lambda e: e["type"] == "request_finished" and e["t"] > lost["t"] and e["finish_reason"] != "server stopped", 60
+    )
     # another server on the same socket (a small queue, for the next test): attach reconnects by itself
     again = Server(plain.model, tmp, "plain", spec=True, env={"SPECTERM_PUBLISH_BUFFER": "2"}).wait_ready()
     servers_restarted.append(again)
     started.append(again)
     again.chat(PROMPTS[2], 8)
     att.wait_for(lambda e: "restarted" in e.get("message", ""), 60)
-    att.wait_for(
-        lambda e: e["type"] == "request_finished" and e["t"] > lost["t"] and e["finish_reason"] != "server stopped", 60
+    back = att.wait_for(lambda e: e["type"] == "replica" and e["restarted"], 10)
+    assert back["replica"] == "r2·0"
+    new = att.wait_for(
+        lambda e: e["type"] == "request_started" and e.get("replica") == "r2·0" and e["t"] >= back["t"], 60
     )
+    done = att.wait_for(lambda e: e["type"] == "request_finished" and e["request_id"] == new["request_id"], 60)
+    assert done["finish_reason"] != "server stopped"
     att.stop()
     from specterm.session.reader import read_session
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -45,33 +44,32 @@ def dp_servers(smollm2, tmp_path_factory):
             att.stop()
 
 
-class _Rank:
-    """What ``Attacher`` needs of a server: the socket it attaches to."""
-
-    def __init__(self, sock) -> None:
-        self.sock = sock
-
-
-def test_each_rank_publishes_at_its_own_address_and_every_request_is_seen(dp_servers):
+def test_one_attach_on_rank_0_finds_rank_1_sees_every_request_and_reconciles_each_rank(dp_servers):
+    """Each rank publishes at its own address (rank 1 beside rank 0); one ``attach`` given rank 0's
+    address finds rank 1 by itself, sees every request once with the rank that ran it, and reconciles
+    each rank with its own counters (vLLM's ``engine`` label) in the server's /metrics."""
     dp, _blocked, tmp = dp_servers
     rank1 = wire.for_rank(f"ipc://{dp.sock}", 1).removeprefix("ipc://")
     assert dp.sock.exists() and Path(rank1).exists() and Path(rank1).name == "dp-dp1.sock"
     log = dp.log.read_text()
     assert "not published" not in log and "another server already publishes" not in log
-    views = [Attacher(_Rank(dp.sock), tmp, "rank0"), Attacher(_Rank(rank1), tmp, "rank1")]
+    att = Attacher(dp, tmp, "ranks", "--max-requests", "4", "--metrics", f"{dp.url}/metrics")
+    att.wait_for(lambda e: "found data-parallel rank 1 of r1" in e.get("message", ""), 30)
+    att.wait_for(lambda e: e.get("message", "").startswith(f"connected to ipc://{rank1}"), 30)
     with cf.ThreadPoolExecutor(4) as pool:  # at once: vLLM's balancer spreads them over the ranks
         outs = [f.result(timeout=300) for f in [pool.submit(dp.chat, p, 24) for p in PROMPTS + PROMPTS[:1]]]
     texts = sorted(o.choices[0].message.content for o in outs)
-
-    def seen() -> list[str]:
-        return [r["finished"]["text"] for att in views for r in _by_request(att.events()).values() if "finished" in r]
-
-    deadline = time.monotonic() + 60  # a client has its answer a moment before attach prints the end
-    while len(seen()) < len(texts) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for att in views:
-        att.stop()
-    assert sorted(seen()) == texts  # every request on exactly one rank's stream, none twice
+    events = att.finish()
+    assert att.proc.returncode == 0, att.err.read_text()
+    finished = [r for r in _by_request(events).values() if "finished" in r]
+    assert sorted(r["finished"]["text"] for r in finished) == texts  # every request once, none twice
+    ranks = {r["started"]["replica"] for r in finished}
+    assert ranks <= {"r1·0", "r1·1"}
+    seen = {e["replica"]: e["dp_index"] for e in events if e["type"] == "replica"}
+    assert seen == {"r1·0": 0, "r1·1": 1}
+    counters = {e["replica"]: e for e in events if e["type"] == "engine_counters"}
+    assert set(counters) == {"r1·0", "r1·1"} and all(c["matched"] for c in counters.values()), counters
+    assert sum(c["ours"]["drafts"] for c in counters.values()) > 0
 
 
 def test_a_rank_that_cannot_publish_warns_once_and_the_server_serves(dp_servers):

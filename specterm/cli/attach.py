@@ -225,8 +225,8 @@ def _report_reconcile(printer, sink, fleet, before: dict) -> int:
         time.sleep(0.25)
     one = len(fleet.replicas) == 1
     for r in results:
-        if one:
-            r.replica = None  # one server: the line and the event read as they always did
+        if one:  # one server: the line and the event read as they always did
+            r = r.model_copy(update={"replica": None})
         sink(r)
         who = "" if one else f"{r.replica}: "
         line = (

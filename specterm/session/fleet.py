@@ -289,7 +289,9 @@ class Fleet:
     def _probe_ranks(self) -> None:
         """Looks for rank n + 1 of each target beside the n it has; hands finds to the reading thread."""
         known = {t.addr: 0 for t in self.targets}
-        while not self._stop.wait(PROBE_S):
+        first = True  # the first look at once: a server's ranks are followed from its first request
+        while first or not self._stop.wait(PROBE_S):
+            first = False
             for t in self.targets:
                 rank = known[t.addr] + 1
                 if rank >= MAX_RANKS:
