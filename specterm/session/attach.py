@@ -163,16 +163,19 @@ class Attach:
         conversations: Conversations | None = None,
         shown_ids: set[str] | None = None,
         claim: Callable[[Attach, wire.Hello], bool] | None = None,
+        tokenizers: dict[str, Any] | None = None,
     ) -> None:
-        """``replica``, ``conversations``, ``shown_ids`` and ``claim`` are the fleet's (``Fleet``): this
-        scheduler's label on its requests, the conversations every replica shares, the request ids
-        shown so far (a repeated one is shown as ``ID@REPLICA``), and the check that a hello is not
-        a publisher another address already follows (``False``: stop reading)."""
+        """``replica``, ``conversations``, ``shown_ids``, ``claim`` and ``tokenizers`` are the fleet's
+        (``Fleet``): this scheduler's label on its requests, the conversations every replica shares,
+        the request ids shown so far (a repeated one is shown as ``ID@REPLICA``), the check that a
+        hello is not a publisher another address already follows (``False``: stop reading), and the
+        tokenizers loaded so far by path (eight ranks of one model load it once)."""
         self.addr = addr
         self.replica = replica
         self.conversations = conversations if conversations is not None else Conversations()
         self._shown_ids = shown_ids if shown_ids is not None else set()
         self._claim = claim
+        self._tokenizers = tokenizers if tokenizers is not None else {}
         self.base: dict[str, int] | None = None
         """``totals()`` when the server last restarted (its counters start again from 0); None: no restart."""
         self._sidecar = hello
@@ -351,7 +354,8 @@ class Attach:
             if path is None:
                 raise AttachError("the server has not said which tokenizer it serves; pass --tokenizer")
             try:
-                self._tok = AutoTokenizer.from_pretrained(path)
+                self._tok = self._tokenizers.get(path) or AutoTokenizer.from_pretrained(path)
+                self._tokenizers[path] = self._tok
             except Exception as err:  # noqa: BLE001 - transformers raises many types
                 raise AttachError(
                     f"cannot load the served model's tokenizer {path!r} here ({type(err).__name__}); "

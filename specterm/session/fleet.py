@@ -163,6 +163,7 @@ class Fleet:
         self._shown_ids: set[str] = set()
         self._hellos = dict(hellos or {})
         self._instances: dict[str, Replica] = {}
+        self._tokenizers: dict[str, Any] = {}
         self._found: queue.Queue[tuple[Target, int, str]] = queue.Queue()
         self._stop = threading.Event()
         self._probe = probe
@@ -243,6 +244,7 @@ class Fleet:
             conversations=self.conversations,
             shown_ids=self._shown_ids,
             claim=self._claim,
+            tokenizers=self._tokenizers,
         )
         replica = Replica(target, rank, addr, label, attach, [])
         self.replicas.append(replica)
