@@ -252,3 +252,20 @@ def test_fleet_file_and_flags_bad_input_is_one_line(tmp_path, monkeypatch):
         bad.write_text(text)
         with pytest.raises(ConfigError, match=said):
             load_fleet_file(bad, {}) if "named" not in said else targets("--fleet", str(bad))
+
+
+def test_a_metrics_url_that_cannot_be_read_is_one_line_not_a_crash():
+    """A replica whose /metrics is down (at the start or the end) is not reconciled, in one line; the
+    fleet's other replicas are reconciled all the same (``Fleet.reconcile`` skips only that URL)."""
+    import socket
+
+    from specterm.session.fleet import scrape_all
+    from specterm.session.metrics import spec_counters_by_engine
+
+    with socket.socket() as s:  # a port nothing listens on (bound, then closed)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/metrics"
+    got = scrape_all([url, url], spec_counters_by_engine)
+    assert list(got) == [url] and isinstance(got[url], str)
+    assert got[url].startswith(f"cannot read {url}: ") and "\n" not in got[url]

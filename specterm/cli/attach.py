@@ -182,6 +182,9 @@ def run_headless(args: argparse.Namespace, targets: list, hellos: dict, notes: l
     fleet = Fleet(targets, sink, tokenizer=args.tokenizer, max_requests=args.max_requests, hellos=hellos, notes=notes)
     urls = [t.metrics for t in targets if t.metrics]
     before = scrape_all(urls, spec_counters_by_engine) if urls else None
+    for got in (before or {}).values():
+        if isinstance(got, str):  # not reconciled: said now, not only at the end
+            printer.err.print(f"specterm: {got}; its replicas are not reconciled", markup=False, highlight=False)
     timer = threading.Timer(args.duration, fleet.stop) if args.duration else None
     if timer:
         timer.daemon = True
@@ -237,4 +240,5 @@ def _report_reconcile(printer, sink, fleet, before: dict) -> int:
         )
         since = f" ({r.detail})" if r.matched and r.detail else ""
         printer.err.print(f"specterm: {who}{line}{since}: ours {r.ours}, vllm {r.vllm}", markup=False, highlight=False)
-    return 0 if all(r.matched for r in results) else 1
+    unread = any(isinstance(got, str) for got in before.values())  # asked for, not done: said at the start
+    return 0 if all(r.matched for r in results) and not unread else 1

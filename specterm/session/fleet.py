@@ -311,13 +311,29 @@ class Fleet:
         (``scrape_all``), or since it restarted. ``scrape(url)``: that URL's counters by engine."""
         from specterm.events import EngineCounters
 
-        after = {url: scrape(url) for url in before}
+        after = scrape_all(list(before), scrape)
         out = []
         for r in self.replicas:
             url = r.target.metrics
-            if url is None or url not in before:
+            if url is None or before.get(url) is None:
+                continue  # no URL, or unreadable when the attach began (said then)
+            if isinstance(after[url], str):
+                ours = r.attach.totals()
+                out.append(
+                    EngineCounters(
+                        t=self.clock(),
+                        request_id="all",
+                        ours=ours,
+                        vllm={},
+                        matched=False,
+                        detail=after[url],
+                        replica=r.label,
+                    )
+                )
                 continue
             engine = r.attach.hello.dp_index if r.attach.hello else r.rank
+            if isinstance(before[url], str):
+                continue
             then, now = before[url].get(engine, {}), after[url].get(engine, {})
             restarted = r.attach.base is not None
             ours = r.attach.totals_since_restart() if restarted else r.attach.totals()
@@ -335,7 +351,15 @@ class Fleet:
 
 
 def scrape_all(urls: list[str], scrape: Callable[[str], Any]) -> dict[str, Any]:
-    return {url: scrape(url) for url in dict.fromkeys(urls)}
+    """``scrape(url)`` of each URL once; a URL that cannot be read gives the one-line reason instead
+    (a replica that is down: the others are reconciled all the same)."""
+    out: dict[str, Any] = {}
+    for url in dict.fromkeys(urls):
+        try:
+            out[url] = scrape(url)
+        except (OSError, ValueError) as err:  # URLError is an OSError; a page that is not metrics, ValueError
+            out[url] = f"cannot read {url}: {getattr(err, 'reason', None) or err}"
+    return out
 
 
 def listening(addr: str) -> bool:
