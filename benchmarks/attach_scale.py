@@ -89,6 +89,21 @@ def corpus_ids(tokenizer: Path) -> list[int]:
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
+def busy_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU time of the whole machine so far (``/proc/stat``): what else ran meanwhile."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_cores(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total * (os.cpu_count() or 1) if total else None
+
+
 def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -333,15 +348,20 @@ def timed_attach_class():
             self.lags: list[float] = []
             self.batch_t = 0.0
             self.batches = 0
+            self.cpu0: float | None = None
+            self.cpu = 0.0
             self.last_handled = 0.0
             self.bye = threading.Event()
 
         def _on_batch(self, b) -> None:
+            if self.cpu0 is None:
+                self.cpu0 = time.thread_time()
             self.batch_t = b.t
             self.batches += 1
             self.lags.append(time.time() - b.t)
             super()._on_batch(b)
             self.last_handled = time.time()
+            self.cpu = time.thread_time() - self.cpu0  # this (the attach) thread's CPU
 
         def _server_gone(self, message: str) -> None:
             super()._server_gone(message)
@@ -417,13 +437,13 @@ def run_headless_point(args, pub: PublisherProc, root: Path, m: int, b: int, s: 
             threads.append(t)
             t.start()
         pub.expect("started", 90)
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0, busy0 = time.process_time(), time.perf_counter(), busy_jiffies()
         res = pub.expect("done", args.duration * 3 + 30)
         deadline = time.monotonic() + args.drain
         while time.monotonic() < deadline and any(a.batches < n for a, n in zip(attaches, res["sent"])):
             time.sleep(0.02)
         caught_up = all(a.batches >= n for a, n in zip(attaches, res["sent"]))
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        cpu, wall, busy = time.process_time() - cpu0, time.perf_counter() - wall0, busy_cores(busy0, busy_jiffies())
         pub.close_point()
         deadline = time.monotonic() + 10
         while not all(a.bye.is_set() for a in attaches) and time.monotonic() < deadline:
@@ -452,6 +472,8 @@ def run_headless_point(args, pub: PublisherProc, root: Path, m: int, b: int, s: 
         "viewer_cpu_s": cpu,
         "viewer_cpu_share": cpu / wall,
         "viewer_cpu_us_per_event": cpu / steps * 1e6 if steps else None,
+        "attach_threads_cpu_s": sum(a.cpu for a in attaches),
+        "machine_busy_cores": busy,
         "viewer_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "events": dict(sink.counts),
     }
@@ -507,7 +529,7 @@ async def run_ui_point(args, pub: PublisherProc, root: Path, b: int, s: float) -
             await pilot.pause()
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, pub.expect, "started", 90)
-            cpu0, wall0 = time.process_time(), time.perf_counter()
+            cpu0, wall0, busy0, ui0 = time.process_time(), time.perf_counter(), busy_jiffies(), time.thread_time()
             done = loop.run_in_executor(None, pub.expect, "done", args.duration * 3 + 30)
             while not done.done():
                 backlog.append(len(app.bridge))
@@ -524,7 +546,8 @@ async def run_ui_point(args, pub: PublisherProc, root: Path, b: int, s: float) -
                 await asyncio.sleep(0.05)
             caught_up = drained()
             t_caught_up = max((t + lag for t, lag in drawn), default=res["t_last"])
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            cpu, wall, busy = time.process_time() - cpu0, time.perf_counter() - wall0, busy_cores(busy0, busy_jiffies())
+            ui_cpu = time.thread_time() - ui0  # the UI thread (Textual's loop runs on this one)
             pub.close_point()
             deadline = time.monotonic() + 10
             while not source.bye.is_set() and time.monotonic() < deadline:
@@ -551,7 +574,114 @@ async def run_ui_point(args, pub: PublisherProc, root: Path, b: int, s: float) -
         "viewer_cpu_s": cpu,
         "viewer_cpu_share": cpu / wall,
         "viewer_cpu_us_per_event": cpu / len(drawn) * 1e6 if drawn else None,
+        "attach_thread_cpu_s": source.cpu,
+        "ui_thread_cpu_s": ui_cpu,
+        "machine_busy_cores": busy,
         "viewer_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    row["keeps_up"] = bool(
+        caught_up and not row["dropped_steps"] and row["lost_events"] == 0 and (row["lag_p99_s"] or 0) < args.lag_limit
+    )
+    return row
+
+
+def proxy_main(endpoints: list[str], front: str, buffer: int, out: mp.Queue) -> None:
+    """A relay: ZeroMQ's own XSUB/XPUB proxy (``zmq.proxy``), connected to every replica, bound at ``front``.
+    Subscriptions travel up through it, so each ``Publisher`` grants its topic as for a direct viewer."""
+    import zmq
+
+    ctx = zmq.Context()
+    xsub, xpub = ctx.socket(zmq.XSUB), ctx.socket(zmq.XPUB)
+    xpub.setsockopt(zmq.SNDHWM, buffer)
+    for e in endpoints:
+        xsub.connect(e)
+    xpub.bind(front)
+    out.put(("proxy", os.getpid()))
+    zmq.proxy(xsub, xpub)  # forever: the main process ends this process
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of another process so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_proxy_point(args, pub: PublisherProc, root: Path, m: int, b: int, s: float) -> dict:
+    """The replicas through one ``zmq.proxy`` process to one plain subscriber that only counts and reads
+    each batch's ``t`` (no decoding into events): what the relay carries, apart from any viewer's cost."""
+    import zmq
+
+    from specterm.engine import wire
+
+    tmp = Path(tempfile.mkdtemp(prefix="p", dir=root))
+    pub.point(point_cfg(args, tmp, m, b, s))
+    front = f"ipc://{tmp}/proxy.sock"
+    ctx = mp.get_context("spawn")
+    q: mp.Queue = ctx.Queue()
+    proxy = None
+    lags: list[float] = []
+    got = {"batches": 0, "recs": 0}
+    stop = threading.Event()
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    try:
+        endpoints = pub.expect("bound", 30)
+        proxy = ctx.Process(target=proxy_main, args=(endpoints, front, args.buffer, q), daemon=True)
+        proxy.start()
+        q.get(timeout=60)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.RCVHWM, 0)  # as Attach sets it
+        sub.setsockopt(zmq.SUBSCRIBE, wire.TOPIC)
+        sub.connect(front)
+
+        def read() -> None:
+            while not stop.is_set():
+                if not sub.poll(100):
+                    continue
+                msg = wire.decode(sub.recv_multipart()[1])
+                if isinstance(msg, wire.Batch):
+                    lags.append(time.time() - msg.t)
+                    got["batches"] += 1
+                    got["recs"] += len(msg.recs)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        pub.expect("started", 90)
+        cpu0, wall0, busy0, pcpu0 = time.process_time(), time.perf_counter(), busy_jiffies(), proc_cpu(proxy.pid)
+        res = pub.expect("done", args.duration * 3 + 30)
+        deadline = time.monotonic() + args.drain
+        while time.monotonic() < deadline and got["batches"] < sum(res["sent"]):
+            time.sleep(0.02)
+        last = time.time()
+        caught_up = got["batches"] >= sum(res["sent"])
+        cpu, wall, busy = time.process_time() - cpu0, time.perf_counter() - wall0, busy_cores(busy0, busy_jiffies())
+        proxy_cpu = proc_cpu(proxy.pid) - pcpu0
+        pub.close_point()
+        stop.set()
+        reader.join(5)
+    finally:
+        stop.set()
+        sub.close(linger=0)
+        if proxy is not None and proxy.is_alive():
+            proxy.terminate()
+            proxy.join(5)
+        q.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    row = summarise(res, m, b, s) | {
+        "side": "proxy",
+        "handled_events": got["recs"],
+        "lost_events": res["recs"] - got["recs"],
+        "dropped_steps": res["dropped"],
+        "lag_p50_s": pct(lags, 0.5),
+        "lag_p99_s": pct(lags, 0.99),
+        "lag_max_s": max(lags, default=None),
+        "catch_up_s": max(last - res["t_last"], 0.0) if caught_up else None,
+        "viewer_cpu_share": cpu / wall,
+        "viewer_cpu_us_per_event": cpu / got["recs"] * 1e6 if got["recs"] else None,
+        "proxy_cpu_share": proxy_cpu / wall,
+        "machine_busy_cores": busy,
     }
     row["keeps_up"] = bool(
         caught_up and not row["dropped_steps"] and row["lost_events"] == 0 and (row["lag_p99_s"] or 0) < args.lag_limit
@@ -568,28 +698,38 @@ def print_table(rows: list[dict], side: str) -> None:
     if not rows:
         return
     first = rows[0]["offered_events_per_s"] or 1.0
-    cpu_first = rows[0]["viewer_cpu_us_per_event"] or 1.0
-    print(f"\n{side}: spec_step events/s offered (replicas × batch × steps/s) and what the viewer did")
+    dash = side == "dashboard"
     print(
-        f"{'M':>3} {'B':>4} {'S':>5} {'events/s':>9} {'×first':>7} {'tok/s':>7} {'B/step':>7} {'B/req':>6}"
-        f" {'KiB/s':>7} {'lag p50':>8} {'p99':>7} {'max':>7} {'catchup':>8} {'drops':>6} {'lost':>6}"
-        f" {'cpu%':>5} {'µs/ev':>6} {'×first':>7} {'pubStep/s':>9}"
-        + (f" {'backlog':>8} {'frames':>6}" if side == "dashboard" else "")
+        f"\n{side}: spec_step events/s offered (M replicas × B requests a step × S steps/s) and what the viewer did;"
+        "\nlag: Batch.t to "
+        + {"dashboard": "the refresh after the event was applied", "headless": "the batch's decoding"}.get(
+            side, "the subscriber's receipt"
+        )
+        + "; catchup: after the last step; cpu%: the viewer process, of one core; busy: cores busy on the"
+        " machine, everything included"
+    )
+    print(
+        f"{'M':>3} {'B':>4} {'S':>4} {'events/s':>9} {'×first':>7} {'tok/s':>7} {'B/step':>7} {'B/req':>6}"
+        f" {'KiB/s':>7} {'lag p50':>8} {'p99':>7} {'max':>7} {'catchup':>8} {'drops':>5} {'lost':>5}"
+        f" {'cpu%':>5} {'µs/ev':>6} {'busy':>5} {'pubS/s':>6}"
+        + (f" {'recv p99':>8} {'backlog':>7} {'frames':>6}" if dash else "")
+        + (f" {'proxy%':>6}" if side == "proxy" else "")
         + "  ok"
     )
     for r in rows:
         line = (
-            f"{r['replicas']:>3} {r['batch']:>4} {r['steps_per_s']:>5g} {r['offered_events_per_s']:>9.0f}"
+            f"{r['replicas']:>3} {r['batch']:>4} {r['steps_per_s']:>4g} {r['offered_events_per_s']:>9.0f}"
             f" {r['offered_events_per_s'] / first:>7.1f} {r['offered_tokens_per_s']:>7.0f}"
             f" {r['bytes_per_step']:>7.0f} {r['bytes_per_request_step']:>6.1f} {r['wire_kib_per_s']:>7.1f}"
             f" {fmt(r['lag_p50_s'], '8.3f')} {fmt(r['lag_p99_s'], '7.3f')} {fmt(r['lag_max_s'], '7.3f')}"
-            f" {fmt(r['catch_up_s'], '8.2f')} {r['dropped_steps']:>6} {r['lost_events']:>6}"
+            f" {fmt(r['catch_up_s'], '8.2f')} {r['dropped_steps']:>5} {r['lost_events']:>5}"
             f" {100 * r['viewer_cpu_share']:>5.0f} {fmt(r['viewer_cpu_us_per_event'], '6.0f')}"
-            f" {fmt((r['viewer_cpu_us_per_event'] or 0) / cpu_first, '7.2f')}"
-            f" {r['publisher']['steps_per_s']:>9.1f}"
+            f" {fmt(r['machine_busy_cores'], '5.2f')} {r['publisher']['steps_per_s']:>6.1f}"
         )
-        if side == "dashboard":
-            line += f" {r['backlog_max']:>8} {r['frames']:>6}"
+        if dash:
+            line += f" {fmt(r['receive_lag_p99_s'], '8.3f')} {r['backlog_max']:>7} {r['frames']:>6}"
+        elif side == "proxy":
+            line += f" {100 * r['proxy_cpu_share']:>6.0f}"
         print(
             line + ("  yes" if r["keeps_up"] else "  NO") + ("" if r["publisher_kept_rate"] else " (publisher short)")
         )
@@ -617,7 +757,12 @@ def ints(text: str) -> list[int]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--side", choices=("both", "headless", "ui"), default="both")
+    p.add_argument(
+        "--side",
+        choices=("both", "headless", "ui", "proxy"),
+        default="both",
+        help="both: headless and the dashboard; proxy: the replicas through one zmq.proxy relay (its own grid)",
+    )
     p.add_argument("--replicas", default="1,2,4,8,16", help="headless: replicas (publishers), comma-separated")
     p.add_argument("--batch", default="1,8,32,64", help="headless: requests in every step, comma-separated")
     p.add_argument("--ui-batch", default="8,32,64,128,192,256", help="dashboard (one replica): requests per step")
@@ -665,6 +810,18 @@ def main() -> int:
                             f"cpu {100 * row['viewer_cpu_share']:.0f}%",
                             flush=True,
                         )
+        if args.side == "proxy":
+            for s in rates:
+                for m in ints(args.replicas):
+                    for b in ints(args.batch):
+                        row = run_proxy_point(args, pub, root, m, b, s)
+                        rows.append(row)
+                        print(
+                            f"proxy M={m} B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
+                            f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, drops {row['dropped_steps']}, "
+                            f"proxy cpu {100 * row['proxy_cpu_share']:.0f}%",
+                            flush=True,
+                        )
         if args.side in ("both", "ui"):
             for s in rates:
                 for b in ints(args.ui_batch):
@@ -682,6 +839,7 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     print_table(rows, "headless")
     print_table(rows, "dashboard")
+    print_table(rows, "proxy")
     if rows:
         per_rec = [r["bytes_per_rec"] for r in rows if r["bytes_per_rec"]]
         per_tok = [r["bytes_per_prompt_token"] for r in rows if r["bytes_per_prompt_token"]]
