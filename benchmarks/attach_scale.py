@@ -1,8 +1,9 @@
 """What one ``specterm attach`` viewer can follow: a synthetic fleet of publishing ``vllm serve``
-replicas at a swept event rate, watched headless (one ``Attach`` per replica) and by the dashboard.
+replicas at a swept event rate, watched headless (one ``Fleet``, as ``attach --headless``) and by the dashboard.
 
-    python benchmarks/attach_scale.py [--replicas 1,2,4,8] [--batch 1,8,32] [--steps-per-s 30]
-        [--ui-batch 1,32,128,256] [--duration 5] [--side both|headless|ui] [--name NAME]
+    python benchmarks/attach_scale.py [--side both|headless|ui|proxy] [--replicas 1,2,4,8,16]
+        [--batch 1,8,32,64] [--ui-replicas 1,4] [--ui-batch 8,32,64,128] [--steps-per-s 30]
+        [--duration 4] [--name NAME]
 
 The publisher side is a separate process (``multiprocessing``, spawn) with one real
 ``engine.publish.Publisher`` per replica, each bound at its own ``ipc://`` socket in a temp dir, sending
@@ -15,19 +16,20 @@ tokenised with a real tokenizer (SmolLM2-135M-Instruct's from ``.cache/test-mode
 build it), so detokenising costs what it costs on real text; acceptance: each draft position is kept
 with probability ``--accept`` until the first miss. Request ids look like vLLM's.
 
-Headless side: one ``session.attach.Attach`` per replica address, each on its own thread (as
-``specterm attach --headless`` runs one), all feeding one counting sink behind a lock. Measured per
+Headless side: one ``session.fleet.Fleet`` over every replica address, as ``specterm attach ADDR
+[ADDR ...] --headless`` runs it (one reading thread, one ``Attach`` per replica), into a counting sink
+behind a lock (``--viewer threads``: one ``Attach`` per replica on its own thread instead). Measured per
 point: ``spec_step`` events and tokens per second offered and handled, the receive lag (time from a
 batch's ``Batch.t`` to its decoding starting), steps the publishers dropped (``Batch.dropped``), the
 viewer process's CPU per event, and the time the viewer needs after the last step to catch up.
 
-Dashboard side: the real app (``ui.attach_app.make_attach_app``, one address: that is what it takes)
-under Textual's ``App.run_test()``, headless, frames paced as in a terminal. Measured: the time from a
+Dashboard side: the real app (``ui.attach_app.make_attach_app`` on the replicas' addresses) under
+Textual's ``App.run_test()``, headless, frames paced as in a terminal. Measured: the time from a
 step's ``Batch.t`` to the screen refresh after its ``spec_step`` was applied (``call_after_refresh``),
 the bridge's backlog (events waiting for the UI thread), frames, and the catch-up time after the last
-step. The only instrumentation: ``Attach`` is subclassed to note each batch's ``t`` (the dashboard's
-``make_attach_app`` builds its ``Attach`` by name, so the subclass is put in its place for the run),
-and the bridge's ``push`` and the app's ``apply_events`` are wrapped to stamp events.
+step. The only instrumentation: ``Attach`` is subclassed to note each batch's ``t`` (``Fleet`` builds its
+``Attach`` by name, so the subclass is put in its place for the point), and the dashboard's bridge
+``push`` and ``apply_events`` are wrapped to stamp events.
 
 A point "keeps up" when nothing was dropped, every step arrived, the viewer caught up within
 ``--drain`` s, and the p99 lag stays under ``--lag-limit`` seconds (the dashboard draws at most every
@@ -62,6 +64,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT_TOKENS = (64, 512)
@@ -206,19 +209,20 @@ def publish_point(Publisher, cfg: dict, corpus: list[int], cmds: mp.Queue, out: 
     from specterm.engine import wire
 
     m, b, s, k = cfg["replicas"], cfg["batch"], cfg["steps_per_s"], cfg["k"]
-    hello = wire.Hello(
-        version=wire.WIRE_VERSION,
-        model="synthetic",
-        tokenizer=cfg["tokenizer"],
-        spec={"method": "ngram", "num_speculative_tokens": k},
-        pid=os.getpid(),
-        vllm="synthetic",
-    )
     rng = random.Random(cfg["seed"])
     reps: list[Replica] = []
     sent = [0] * m
     try:
         for i in range(m):
+            hello = wire.Hello(  # a server of its own: its own instance (Fleet follows one instance once)
+                version=wire.WIRE_VERSION,
+                model="synthetic",
+                tokenizer=cfg["tokenizer"],
+                spec={"method": "ngram", "num_speculative_tokens": k},
+                pid=os.getpid(),
+                vllm="synthetic",
+                instance=uuid.uuid4().hex,
+            )
             pub = Publisher(f"ipc://{cfg['dir']}/r{i}.sock", None, hello, cfg["buffer"])
             reps.append(Replica(i, pub, b, k, cfg["accept"], corpus, rng))
         out.put(("bound", [r.pub.endpoint for r in reps]))
@@ -337,7 +341,20 @@ class PublisherProc:
 # -- the viewer side -------------------------------------------------------------------------------
 
 
-def timed_attach_class():
+class Timing:
+    """What the instrumented ``Attach`` notes, shared by every replica of a point: the ``Batch.t`` being
+    handled now (one reading thread in a ``Fleet``) and each reading thread's CPU while handling."""
+
+    def __init__(self) -> None:
+        self.batch_t = 0.0
+        self.cpu: dict[int, list[float]] = {}
+        """Reading thread → [its CPU time at its first batch, at its latest]."""
+
+    def thread_cpu(self) -> float:
+        return sum(last - first for first, last in self.cpu.values())
+
+
+def timed_attach_class(timing: Timing):
     from specterm.session.attach import Attach
 
     class TimedAttach(Attach):
@@ -346,28 +363,40 @@ def timed_attach_class():
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             self.lags: list[float] = []
-            self.batch_t = 0.0
             self.batches = 0
-            self.cpu0: float | None = None
-            self.cpu = 0.0
             self.last_handled = 0.0
             self.bye = threading.Event()
 
         def _on_batch(self, b) -> None:
-            if self.cpu0 is None:
-                self.cpu0 = time.thread_time()
-            self.batch_t = b.t
+            cpu = timing.cpu.setdefault(threading.get_ident(), [time.thread_time()] * 2)
+            timing.batch_t = b.t
             self.batches += 1
             self.lags.append(time.time() - b.t)
             super()._on_batch(b)
             self.last_handled = time.time()
-            self.cpu = time.thread_time() - self.cpu0  # this (the attach) thread's CPU
+            cpu[1] = time.thread_time()
 
         def _server_gone(self, message: str) -> None:
             super()._server_gone(message)
             self.bye.set()
 
     return TimedAttach
+
+
+class use_attach:
+    """Put ``cls`` in place of ``Attach`` where ``Fleet`` builds one per replica (``session.fleet`` takes
+    it by name): the real fleet and the real dashboard, with the instrumented ``Attach``."""
+
+    def __init__(self, cls) -> None:
+        import specterm.session.fleet as fleet_mod
+
+        self.mod, self.cls = fleet_mod, cls
+
+    def __enter__(self) -> None:
+        self.real, self.mod.Attach = self.mod.Attach, self.cls
+
+    def __exit__(self, *exc) -> None:
+        self.mod.Attach = self.real
 
 
 class CountingSink:
@@ -423,43 +452,67 @@ def summarise(pub: dict, m: int, b: int, s: float) -> dict:
 
 
 def run_headless_point(args, pub: PublisherProc, root: Path, m: int, b: int, s: float) -> dict:
+    """``--viewer fleet``: one ``session.fleet.Fleet`` over every replica (what ``specterm attach A B …
+    --headless`` runs: one reading thread, one poller); ``threads``: one ``Attach`` per replica, each on
+    its own thread. Either way into one counting sink behind a lock."""
     from specterm.session.attach import check_address
+    from specterm.session.fleet import Fleet, Target
 
-    TimedAttach = timed_attach_class()
+    timing = Timing()
+    TimedAttach = timed_attach_class(timing)
     tmp = Path(tempfile.mkdtemp(prefix="p", dir=root))
     pub.point(point_cfg(args, tmp, m, b, s))
-    sink, attaches, threads = CountingSink(), [], []
-    try:
-        for addr in pub.expect("bound", 30):
-            a = TimedAttach(addr, sink, hello=check_address(addr))
-            t = threading.Thread(target=a.run, daemon=True, name=f"attach-{addr}")
-            attaches.append(a)
-            threads.append(t)
-            t.start()
-        pub.expect("started", 90)
-        cpu0, wall0, busy0 = time.process_time(), time.perf_counter(), busy_jiffies()
-        res = pub.expect("done", args.duration * 3 + 30)
-        deadline = time.monotonic() + args.drain
-        while time.monotonic() < deadline and any(a.batches < n for a, n in zip(attaches, res["sent"])):
-            time.sleep(0.02)
-        caught_up = all(a.batches >= n for a, n in zip(attaches, res["sent"]))
-        cpu, wall, busy = time.process_time() - cpu0, time.perf_counter() - wall0, busy_cores(busy0, busy_jiffies())
-        pub.close_point()
-        deadline = time.monotonic() + 10
-        while not all(a.bye.is_set() for a in attaches) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        for a in attaches:
-            a.stop()
-        for t in threads:
-            t.join(5)
-        shutil.rmtree(tmp, ignore_errors=True)
-    lags = [x for a in attaches for x in a.lags]
-    tail = [x for a in attaches for x in a.lags[int(len(a.lags) * 0.75) :]]
+    sink, stoppers, threads = CountingSink(), [], []
+    attaches: dict[str, Any] = {}
+    with use_attach(TimedAttach):
+        try:
+            addrs = pub.expect("bound", 30)
+            hellos = {a: check_address(a) for a in addrs}
+            if args.viewer == "fleet":
+                fleet = Fleet([Target(a) for a in addrs], sink, hellos=hellos)
+                stoppers.append(fleet)
+                threads.append(threading.Thread(target=fleet.run, daemon=True, name="fleet"))
+            else:
+                for a in addrs:
+                    attaches[a] = TimedAttach(a, sink, hello=hellos[a])
+                    stoppers.append(attaches[a])
+                    threads.append(threading.Thread(target=attaches[a].run, daemon=True, name=f"attach-{a}"))
+            for t in threads:
+                t.start()
+            pub.expect("started", 90)
+            if args.viewer == "fleet":
+                attaches = {r.addr: r.attach for r in fleet.replicas}
+            cpu0, wall0, busy0 = time.process_time(), time.perf_counter(), busy_jiffies()
+            res = pub.expect("done", args.duration * 3 + 30)
+            sent = dict(zip(addrs, res["sent"]))
+
+            def caught_up() -> bool:
+                return all(attaches[a].batches >= n for a, n in sent.items())
+
+            deadline = time.monotonic() + args.drain
+            while time.monotonic() < deadline and not caught_up():
+                time.sleep(0.02)
+            done = caught_up()
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            busy = busy_cores(busy0, busy_jiffies())
+            pub.close_point()
+            deadline = time.monotonic() + 10
+            while not all(a.bye.is_set() for a in attaches.values()) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            for x in stoppers:
+                x.stop()
+            for t in threads:
+                t.join(5)
+            shutil.rmtree(tmp, ignore_errors=True)
+    views = list(attaches.values())
+    lags = [x for a in views for x in a.lags]
+    tail = [x for a in views for x in a.lags[int(len(a.lags) * 0.75) :]]
     steps = sink.counts.get("spec_step", 0)
-    dropped = max(sum(a.dropped for a in attaches), res["dropped"])
+    dropped = max(sum(a.dropped for a in views), res["dropped"])
     row = summarise(res, m, b, s) | {
         "side": "headless",
+        "viewer": args.viewer,
         "handled_events": steps,
         "handled_tokens": sink.tokens,
         "lost_events": res["recs"] - steps,
@@ -468,102 +521,107 @@ def run_headless_point(args, pub: PublisherProc, root: Path, m: int, b: int, s: 
         "lag_p99_s": pct(lags, 0.99),
         "lag_max_s": max(lags, default=None),
         "lag_tail_p50_s": pct(tail, 0.5),
-        "catch_up_s": max(max(a.last_handled for a in attaches) - res["t_last"], 0.0) if caught_up else None,
+        "catch_up_s": max(max(a.last_handled for a in views) - res["t_last"], 0.0) if done else None,
         "viewer_cpu_s": cpu,
         "viewer_cpu_share": cpu / wall,
         "viewer_cpu_us_per_event": cpu / steps * 1e6 if steps else None,
-        "attach_threads_cpu_s": sum(a.cpu for a in attaches),
+        "reading_threads_cpu_s": timing.thread_cpu(),
         "machine_busy_cores": busy,
         "viewer_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "events": dict(sink.counts),
     }
     row["keeps_up"] = bool(
-        caught_up and not dropped and row["lost_events"] == 0 and (row["lag_p99_s"] or 0) < args.lag_limit
+        done and not dropped and row["lost_events"] == 0 and (row["lag_p99_s"] or 0) < args.lag_limit
     )
     return row
 
 
-async def run_ui_point(args, pub: PublisherProc, root: Path, b: int, s: float) -> dict:
-    import specterm.session.attach as attach_mod
+async def run_ui_point(args, pub: PublisherProc, root: Path, m: int, b: int, s: float) -> dict:
     from specterm.events import SpecStep
+    from specterm.session.attach import check_address
+    from specterm.session.fleet import Target
     from specterm.ui.attach_app import make_attach_app
 
-    TimedAttach = timed_attach_class()
+    timing = Timing()
+    TimedAttach = timed_attach_class(timing)
     tmp = Path(tempfile.mkdtemp(prefix="p", dir=root))
-    pub.point(point_cfg(args, tmp, 1, b, s))
-    real_attach = attach_mod.Attach
+    pub.point(point_cfg(args, tmp, m, b, s))
     born: dict[tuple[str, int], float] = {}
     drawn: list[tuple[float, float]] = []  # (Batch.t, lag to the refresh after it was applied)
     backlog: list[int] = []
     frames = [0]
-    try:
-        (addr,) = pub.expect("bound", 30)
-        hello = attach_mod.check_address(addr)
-        attach_mod.Attach = TimedAttach  # make_attach_app builds its Attach by this name, at mount
-        app = make_attach_app(addr, hello=hello, gpu=False, theme_dirs=())
-        push, apply = app.bridge.push, app.apply_events
+    with use_attach(TimedAttach):
+        try:
+            addrs = pub.expect("bound", 30)
+            hellos = {a: check_address(a) for a in addrs}
+            app = make_attach_app([Target(a) for a in addrs], hellos=hellos, gpu=False, theme_dirs=())
+            push, apply = app.bridge.push, app.apply_events
 
-        def stamped_push(ev) -> None:  # the attach thread
-            if type(ev) is SpecStep:
-                born[(ev.request_id, ev.index)] = app.source.batch_t
-            push(ev)
+            def stamped_push(ev) -> None:  # the fleet's reading thread
+                if type(ev) is SpecStep:
+                    born[(ev.request_id, ev.index)] = timing.batch_t
+                push(ev)
 
-        def stamped_apply(events, **kw):  # the UI thread
-            frames[0] += 1
-            keys = [(e.request_id, e.index) for e in events if type(e) is SpecStep]
-            apply(events, **kw)
+            def stamped_apply(events, **kw):  # the UI thread
+                frames[0] += 1
+                keys = [(e.request_id, e.index) for e in events if type(e) is SpecStep]
+                apply(events, **kw)
 
-            def refreshed() -> None:
-                now = time.time()
-                for key in keys:
-                    t = born.pop(key, None)
-                    if t is not None:
-                        drawn.append((t, now - t))
+                def refreshed() -> None:
+                    now = time.time()
+                    for key in keys:
+                        t = born.pop(key, None)
+                        if t is not None:
+                            drawn.append((t, now - t))
 
-            app.call_after_refresh(refreshed)
+                app.call_after_refresh(refreshed)
 
-        app.bridge.push = stamped_push  # type: ignore[method-assign]
-        app.apply_events = stamped_apply  # type: ignore[method-assign]
-        w, h = (int(x) for x in args.size.split("x"))
-        async with app.run_test(size=(w, h)) as pilot:
-            await pilot.pause()
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, pub.expect, "started", 90)
-            cpu0, wall0, busy0, ui0 = time.process_time(), time.perf_counter(), busy_jiffies(), time.thread_time()
-            done = loop.run_in_executor(None, pub.expect, "done", args.duration * 3 + 30)
-            while not done.done():
-                backlog.append(len(app.bridge))
-                await asyncio.sleep(0.05)
-            res = done.result()
-            source = app.source
+            app.bridge.push = stamped_push  # type: ignore[method-assign]
+            app.apply_events = stamped_apply  # type: ignore[method-assign]
+            w, h = (int(x) for x in args.size.split("x"))
+            async with app.run_test(size=(w, h)) as pilot:
+                await pilot.pause()
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(None, pub.expect, "started", 90)
+                fleet = app.source
+                attaches = {r.addr: r.attach for r in fleet.replicas}
+                cpu0, wall0, busy0, ui0 = time.process_time(), time.perf_counter(), busy_jiffies(), time.thread_time()
+                done = loop.run_in_executor(None, pub.expect, "done", args.duration * 3 + 30)
+                while not done.done():
+                    backlog.append(len(app.bridge))
+                    await asyncio.sleep(0.05)
+                res = done.result()
+                sent = dict(zip(addrs, res["sent"]))
 
-            def drained() -> bool:
-                return source.batches >= res["sent"][0] and len(app.bridge) == 0 and not born
+                def drained() -> bool:
+                    taken = all(attaches[a].batches >= n for a, n in sent.items())
+                    return taken and len(app.bridge) == 0 and not born
 
-            deadline = time.monotonic() + args.drain
-            while time.monotonic() < deadline and not drained():
-                backlog.append(len(app.bridge))
-                await asyncio.sleep(0.05)
-            caught_up = drained()
-            t_caught_up = max((t + lag for t, lag in drawn), default=res["t_last"])
-            cpu, wall, busy = time.process_time() - cpu0, time.perf_counter() - wall0, busy_cores(busy0, busy_jiffies())
-            ui_cpu = time.thread_time() - ui0  # the UI thread (Textual's loop runs on this one)
-            pub.close_point()
-            deadline = time.monotonic() + 10
-            while not source.bye.is_set() and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            await pilot.pause()
-    finally:
-        attach_mod.Attach = real_attach
-        shutil.rmtree(tmp, ignore_errors=True)
+                deadline = time.monotonic() + args.drain
+                while time.monotonic() < deadline and not drained():
+                    backlog.append(len(app.bridge))
+                    await asyncio.sleep(0.05)
+                caught_up = drained()
+                t_caught_up = max((t + lag for t, lag in drawn), default=res["t_last"])
+                cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+                busy = busy_cores(busy0, busy_jiffies())
+                ui_cpu = time.thread_time() - ui0  # the UI thread (Textual's loop runs on this one)
+                pub.close_point()
+                deadline = time.monotonic() + 10
+                while not all(a.bye.is_set() for a in attaches.values()) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                await pilot.pause()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    views = list(attaches.values())
     lags = [lag for _t, lag in drawn]
     tail = [lag for t, lag in drawn if t >= res["t_last"] - res["seconds"] / 4]
-    row = summarise(res, 1, b, s) | {
+    row = summarise(res, m, b, s) | {
         "side": "dashboard",
         "handled_events": len(drawn),
         "lost_events": res["recs"] - len(drawn),
-        "dropped_steps": max(source.dropped, res["dropped"]),
-        "receive_lag_p99_s": pct(source.lags, 0.99),
+        "dropped_steps": max(sum(a.dropped for a in views), res["dropped"]),
+        "receive_lag_p99_s": pct([x for a in views for x in a.lags], 0.99),
         "lag_p50_s": pct(lags, 0.5),
         "lag_p99_s": pct(lags, 0.99),
         "lag_max_s": max(lags, default=None),
@@ -574,7 +632,7 @@ async def run_ui_point(args, pub: PublisherProc, root: Path, b: int, s: float) -
         "viewer_cpu_s": cpu,
         "viewer_cpu_share": cpu / wall,
         "viewer_cpu_us_per_event": cpu / len(drawn) * 1e6 if drawn else None,
-        "attach_thread_cpu_s": source.cpu,
+        "attach_thread_cpu_s": timing.thread_cpu(),
         "ui_thread_cpu_s": ui_cpu,
         "machine_busy_cores": busy,
         "viewer_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -765,7 +823,14 @@ def main() -> int:
     )
     p.add_argument("--replicas", default="1,2,4,8,16", help="headless: replicas (publishers), comma-separated")
     p.add_argument("--batch", default="1,8,32,64", help="headless: requests in every step, comma-separated")
-    p.add_argument("--ui-batch", default="8,32,64,128,192,256", help="dashboard (one replica): requests per step")
+    p.add_argument("--ui-replicas", default="1,4", help="dashboard: replicas, comma-separated")
+    p.add_argument("--ui-batch", default="8,32,64,128", help="dashboard: requests in every step, comma-separated")
+    p.add_argument(
+        "--viewer",
+        choices=("fleet", "threads"),
+        default="fleet",
+        help="headless: one Fleet over every replica (as specterm attach A B ... runs), or one Attach thread each",
+    )
     p.add_argument("--steps-per-s", default="30", help="engine steps a second per replica, comma-separated")
     p.add_argument("-k", type=int, default=4, help="drafted tokens per step")
     p.add_argument("--accept", type=float, default=0.7, help="chance each draft position is kept")
@@ -824,15 +889,16 @@ def main() -> int:
                         )
         if args.side in ("both", "ui"):
             for s in rates:
-                for b in ints(args.ui_batch):
-                    row = asyncio.run(run_ui_point(args, pub, root, b, s))
-                    rows.append(row)
-                    print(
-                        f"dashboard B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
-                        f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, backlog max {row['backlog_max']}, "
-                        f"drops {row['dropped_steps']}",
-                        flush=True,
-                    )
+                for m in ints(args.ui_replicas):
+                    for b in ints(args.ui_batch):
+                        row = asyncio.run(run_ui_point(args, pub, root, m, b, s))
+                        rows.append(row)
+                        print(
+                            f"dashboard M={m} B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
+                            f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, backlog max {row['backlog_max']}, "
+                            f"drops {row['dropped_steps']}",
+                            flush=True,
+                        )
     finally:
         if pub is not None:
             pub.stop()
