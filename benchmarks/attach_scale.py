@@ -57,6 +57,7 @@ import queue
 import random
 import resource
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -194,8 +195,17 @@ def publisher_main(corpus: list[int], cmds: mp.Queue, out: mp.Queue) -> None:
     scheduler, seconds: once for the whole sweep), until ``None``."""
     from specterm.engine.publish import Publisher
 
+    parent = os.getppid()
     out.put(("ready", os.getpid()))
-    while (cfg := cmds.get()) is not None:
+    while True:
+        try:
+            cfg = cmds.get(timeout=1)
+        except queue.Empty:
+            if os.getppid() != parent:
+                return  # the main process is gone (killed): end too
+            continue
+        if cfg is None:
+            return
         try:
             if publish_point(Publisher, cfg, corpus, cmds, out) is None:
                 return  # told to end while a point waited for its close
@@ -843,6 +853,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="local", help="results go to benchmarks/results/attach_scale_NAME.json")
     args = p.parse_args()
+    # SIGTERM (timeout, kill) unwinds like Ctrl+C: the publisher process and temp dir still go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from specterm.engine import wire
 
     if args.buffer is None:
