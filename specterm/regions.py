@@ -38,6 +38,14 @@ REGIONS: dict[str, str] = {
     "forced": "grammar-forced",
 }
 """Region → its label in tables, in display order."""
+SHORT: dict[str, str] = {
+    "structure": "keys",
+    "string": "strings",
+    "number": "numbers",
+    "free": "free",
+    "forced": "forced",
+}
+"""Region → its label where a line has a few cells (the acceptance panel at 80×24)."""
 _WHERE: dict[str, str] = {
     "structure": "in keys and punctuation",
     "string": "in string values",
@@ -172,16 +180,22 @@ class WhereLost:
         for key, theirs in other.examples.items():
             self.examples[key] = sorted(self.examples.get(key, []) + theirs)[:_EXAMPLES]
 
-    def region_acceptance(self) -> dict[str, float | None]:
-        """Region → accepted ÷ (accepted + corrections), ``None`` where no draft was verified."""
-        out: dict[str, float | None] = {}
+    def region_counts(self) -> list[tuple[str, float | None, int, int]]:
+        """(region, acceptance, verified drafts, tokens) for each region with tokens, in display order:
+        acceptance is accepted ÷ verified (accepted + corrections), ``None`` where no draft was verified."""
+        rows = []
         for region in REGIONS:
             counts = self.by_region.get(region)
             if counts is None:
                 continue
-            verified = counts.get("accepted", 0) + counts.get("correction", 0)
-            out[region] = counts.get("accepted", 0) / verified if verified else None
-        return out
+            accepted = counts.get("accepted", 0)
+            verified = accepted + counts.get("correction", 0)
+            rows.append((region, accepted / verified if verified else None, verified, sum(counts.values())))
+        return rows
+
+    def region_acceptance(self) -> dict[str, float | None]:
+        """Region → accepted ÷ (accepted + corrections), ``None`` where no draft was verified."""
+        return {region: rate for region, rate, _verified, _tokens in self.region_counts()}
 
     def top_corrections(self, n: int = 3) -> list[dict[str, Any]]:
         """The ``n`` most frequent correction contexts (ties: by name), with their examples."""
@@ -201,13 +215,10 @@ class WhereLost:
     def region_line(self) -> str:
         """``keys & punctuation 98% of 40 · string values 90% of 31 · …`` (of N: verified drafts);
         "" when no request ran under a schema."""
-        rates = self.region_acceptance()
         parts = []
-        for region, rate in rates.items():
-            counts = self.by_region[region]
-            verified = counts.get("accepted", 0) + counts.get("correction", 0)
+        for region, rate, verified, tokens in self.region_counts():
             shown = "–" if rate is None else f"{rate:.0%}"
-            parts.append(f"{REGIONS[region]} {shown} of {verified} ({sum(counts.values())} tokens)")
+            parts.append(f"{REGIONS[region]} {shown} of {verified} ({tokens} tokens)")
         return " · ".join(parts)
 
     def correction_lines(self, n: int = 3) -> list[str]:

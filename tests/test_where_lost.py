@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specterm.cli import main
-from specterm.regions import JsonRegions, word_class
+from specterm.regions import REGIONS, SHORT, JsonRegions, word_class
 from specterm.session import read_session
 from specterm.session.fast_summary import summarize_file
 from specterm.stats import summarize
@@ -97,6 +97,23 @@ def test_the_tool_call_regions_are_what_the_tokens_spell():
     assert {r: sum(c.values()) for r, c in s.where.by_region.items()} == {"structure": 11, "string": 39, "forced": 4}
     assert s.where.by_region["string"] == {"accepted": 28, "bonus": 8, "correction": 3}
     assert s.where.region_acceptance() == {"structure": 1.0, "string": pytest.approx(28 / 31), "forced": 1.0}
+
+
+def test_region_counts_are_the_rows_of_the_region_line():
+    """``region_counts`` (the acceptance panel's rows) counts from ``by_region``; the rate is
+    ``region_acceptance``'s and the replay's line says the same figures."""
+    where = summarize(read_session(SAMPLES / "attach_vllm_serve.jsonl").events).session.where
+    rows = where.region_counts()
+    assert [r for r, *_ in rows] == [r for r in REGIONS if r in where.by_region]
+    for region, rate, verified, tokens in rows:
+        counts = where.by_region[region]
+        assert verified == counts.get("accepted", 0) + counts.get("correction", 0)
+        assert tokens == sum(counts.values())
+        assert rate == where.region_acceptance()[region]
+        shown = "–" if rate is None else f"{rate:.0%}"
+        assert f"{REGIONS[region]} {shown} of {verified} ({tokens} tokens)" in where.region_line()
+    assert any(rate is None for _, rate, _, _ in rows)  # free text and forced: tokens, no verified draft
+    assert SHORT.keys() == REGIONS.keys()
 
 
 def test_the_lexer_regions():

@@ -1,5 +1,7 @@
 """Acceptance: rate, mean acceptance length and per-position acceptance for the current request
 and the session, plus a sparkline of per-step acceptance. All numbers from ``specterm.stats``.
+Under them, where the draft loses: acceptance by region of a structured output and where the
+target's corrections cluster (``where_lost.py``; one line at 80×24, where it fits).
 
 With a ``bench --recommend`` recommendation for this configuration (in the session header), the
 bottom border shows the live decode speed-up next to the one the bench measured: the session's decode
@@ -18,6 +20,7 @@ from specterm.stats import SpecStats, fmt_opt
 from specterm.ui.charts import bar, fmt_count, sparkline
 from specterm.ui.state import ViewState
 from specterm.ui.widgets.panel import Panel
+from specterm.ui.widgets.where_lost import compact_line, wide_block
 
 CONDITIONAL_WIDTH = 44
 """Inner width from which the per-position rows also show the conditional rate."""
@@ -109,7 +112,7 @@ class AcceptancePanel(Panel):
             out.append("no tokens yet", styles["meta"])
             return out
         if width < 30:
-            return self._compact(out, request, session, summary.step_accept, styles, width)
+            return self._compact(out, request, session, summary.step_accept, styles, width, self.inner_height)
         _table(out, _rows(request, session), WIDE, styles)
         per_pos = session.per_position
         if per_pos:
@@ -135,6 +138,7 @@ class AcceptancePanel(Panel):
             out.append(sparkline(summary.step_accept, width - 9, lo=0.0, hi=1.0), styles["title"])
         else:
             out.append("no drafts (speculation off)", styles["meta"])
+        wide_block(out, session.where, styles, width)
         return out
 
     @staticmethod
@@ -145,14 +149,22 @@ class AcceptancePanel(Panel):
         step_accept: list[float],
         styles: dict[str, Style],
         width: int,
+        lines: int = 0,
     ) -> Text:
         """Six rows for the narrow layout (80x24), seven with grammar drafting's passes per token: the
         same numbers, per-position as a sparkline. Token counts in at most 5 characters (``fmt_count``):
-        a server's session passes 100,000 within the hour, and its column would run into the next."""
+        a server's session passes 100,000 within the hour, and its column would run into the next.
+        Then the region the draft loses most in, only where ``lines`` (the panel's height) has room
+        for it below them: those rows come first."""
         layout = COMPACT if width >= COMPACT.cells else TIGHT
         _table(out, _rows(request, session, fmt_count), layout, styles)
         out.append("pos  ", styles["meta"])
         out.append(sparkline(session.per_position, width - 5, lo=0.0, hi=1.0) + "\n", styles["title"])
         out.append("step ", styles["meta"])
         out.append(sparkline(step_accept, width - 5, lo=0.0, hi=1.0), styles["title"])
+        if out.plain.count("\n") + 2 <= lines:
+            line = compact_line(session.where, min(layout.cells, width) - layout.label)
+            if line:
+                out.append(f"\n{'min':<{layout.label}}", styles["meta"])
+                out.append(line, styles["body"])
         return out

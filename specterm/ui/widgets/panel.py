@@ -47,6 +47,7 @@ class Panel(NoEchoLayout, Widget):
         self._last = 0.0
         self._timer: Timer | None = None
         self._width = 0
+        self._height = 0
         self._styles: dict[str, Style] | None = None
         self._shown: Text | None = None  # the text on screen (render() returns it)
 
@@ -90,14 +91,25 @@ class Panel(NoEchoLayout, Widget):
         # Remembered here: asking for content_region inside render() forces a full compositor
         # map during layout, which cost seconds per flood in the throughput benchmark.
         width = event.size.width - self.styles.gutter.width  # Resize carries the outer size
-        if width != self._width:
-            self._width = width
+        # Only a height the layout sets (the narrow row) bounds the text: an auto height is the text's
+        # own, and rebuilding on it would lay the side column out twice for every line added.
+        height = self.styles.height
+        fixed = height is not None and not height.is_auto
+        lines = event.size.height - self.styles.gutter.height if fixed else 0
+        if width != self._width or lines != self._height:
+            self._width, self._height = width, lines
             self._shown = None
             self.refresh(layout=True)
 
     @property
     def inner_width(self) -> int:
         return max(10, self._width or 30)
+
+    @property
+    def inner_height(self) -> int:
+        """The lines the layout gives the text; 0 where the height is the text's own (auto) or not
+        known yet (before the first layout), so a body that fills it adds nothing then."""
+        return self._height
 
     def render(self) -> Text:
         if self._shown is None:
