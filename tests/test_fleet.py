@@ -269,3 +269,40 @@ def test_a_metrics_url_that_cannot_be_read_is_one_line_not_a_crash():
     got = scrape_all([url, url], spec_counters_by_engine)
     assert list(got) == [url] and isinstance(got[url], str)
     assert got[url].startswith(f"cannot read {url}: ") and "\n" not in got[url]
+
+
+def test_conversations_by_index_agree_with_the_longest_prefix_rule():
+    """``Conversations`` is indexed (prefix hashes) rather than scanned: on agent-like traffic (many
+    conversations sharing a system prompt, each step the last prompt plus more, repeats, strays) it
+    places every request where the plain rule does: the conversation whose prompt is the longest
+    prefix of the new one, else a new conversation."""
+    import random
+
+    from specterm.session.attach import Conversations
+
+    rng = random.Random(7)
+    system = [rng.randrange(50) for _ in range(30)]
+    naive: list[list] = []  # [name, prompt, turns]
+    conv = Conversations()
+    live: list[list[int]] = []
+    for _ in range(600):
+        roll = rng.random()
+        if live and roll < 0.6:  # an agent's next step: its last prompt, its answer, a tool result
+            prompt = rng.choice(live) + [rng.randrange(50) for _ in range(rng.randrange(0, 6))]
+        elif live and roll < 0.7:  # a prompt cut short: no conversation's whole prompt fits in it
+            base = rng.choice(live)
+            prompt = base[: rng.randrange(1, len(base) + 1)]
+        else:  # a new conversation on the shared system prompt
+            prompt = system + [rng.randrange(50) for _ in range(rng.randrange(1, 8))]
+        best = None
+        for c in naive:
+            if len(c[1]) <= len(prompt) and prompt[: len(c[1])] == c[1] and (best is None or len(c[1]) > len(best[1])):
+                best = c
+        if best is None:
+            best = [f"c{len(naive) + 1}", list(prompt), 1]
+            naive.append(best)
+        else:
+            best[1], best[2] = list(prompt), best[2] + 1
+        assert conv.place(prompt) == (best[0], best[2])
+        live.append(prompt)
+    assert len(naive) > 20 and max(c[2] for c in naive) > 5
