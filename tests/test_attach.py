@@ -100,11 +100,12 @@ class Server:
         if spec:
             argv += ["--speculative-config", NGRAM]
         argv += list(extra)
-        # vLLM's own cache (model info, compile cache) goes to the module's temp dir, not ~/.cache/vllm
+        # vLLM's own cache (model info, compile cache) is the session's (conftest: a temporary
+        # directory, never ~/.cache/vllm), so a server finds the model-class inspection that the
+        # earlier engines of the run already wrote instead of paying a subprocess of its own for it
         full_env = {
             **os.environ,
             "VLLM_CPU_KVCACHE_SPACE": "1",
-            "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
             "VLLM_NO_USAGE_STATS": "1",
             **(env or {}),
         }
