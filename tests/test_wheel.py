@@ -35,12 +35,24 @@ def test_every_shipped_agent_and_model_folder_is_in_the_wheel_data_files():
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     # Build from a clean copy: setuptools reuses ./build/lib, where a module deleted since the last
-    # local build would otherwise still end up in the wheel.
+    # local build would otherwise still end up in the wheel. Without the git-ignored caches: .cache
+    # holds the suite's built models (over 500 MB), none of which is part of the wheel.
     src = tmp / "src"
     shutil.copytree(
         REPO,
         src,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"),
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".cache",
+            ".hypothesis",
+            ".ruff_cache",
+        ),
     )
     build = subprocess.run(
         [
