@@ -42,6 +42,7 @@ from specterm.engine.verdicts import StepAssembler, StepRecord, reconcile, repor
 from specterm.engine.vllm_internals import (
     engine_args,
     engine_scheduler,
+    refreeze_heap,
     shutdown_engine,
     work_around_kernel_scan_crash,
 )
@@ -462,3 +463,5 @@ class VllmSpecEngine(SpecEngine):
         if engine is not None:
             shutdown_engine(engine)
             self._engine = None
+            del engine  # before the collection below: the engine's own cycles go with it
+            refreeze_heap()
