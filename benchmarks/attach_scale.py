@@ -875,40 +875,26 @@ def main() -> int:
     pub = None
     try:
         pub = PublisherProc(corpus)
+        sweeps = []  # (side, run a point, its replicas and batch sizes, its CPU figure and that label)
         if args.side in ("both", "headless"):
-            for s in rates:
-                for m in ints(args.replicas):
-                    for b in ints(args.batch):
-                        row = run_headless_point(args, pub, root, m, b, s)
-                        rows.append(row)
-                        print(
-                            f"headless M={m} B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
-                            f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, drops {row['dropped_steps']}, "
-                            f"cpu {100 * row['viewer_cpu_share']:.0f}%",
-                            flush=True,
-                        )
+            sweeps.append(("headless", run_headless_point, args.replicas, args.batch, "viewer_cpu_share", "cpu"))
         if args.side == "proxy":
-            for s in rates:
-                for m in ints(args.replicas):
-                    for b in ints(args.batch):
-                        row = run_proxy_point(args, pub, root, m, b, s)
-                        rows.append(row)
-                        print(
-                            f"proxy M={m} B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
-                            f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, drops {row['dropped_steps']}, "
-                            f"proxy cpu {100 * row['proxy_cpu_share']:.0f}%",
-                            flush=True,
-                        )
+            sweeps.append(("proxy", run_proxy_point, args.replicas, args.batch, "proxy_cpu_share", "proxy cpu"))
         if args.side in ("both", "ui"):
+            ui = lambda *a: asyncio.run(run_ui_point(*a))  # noqa: E731 - one point, its own event loop
+            sweeps.append(("dashboard", ui, args.ui_replicas, args.ui_batch, None, None))
+        for side, run_point, replicas, batches, cpu_key, cpu_label in sweeps:
             for s in rates:
-                for m in ints(args.ui_replicas):
-                    for b in ints(args.ui_batch):
-                        row = asyncio.run(run_ui_point(args, pub, root, m, b, s))
+                for m in ints(replicas):
+                    for b in ints(batches):
+                        row = run_point(args, pub, root, m, b, s)
                         rows.append(row)
+                        extra = (
+                            f"{cpu_label} {100 * row[cpu_key]:.0f}%" if cpu_key else f"backlog max {row['backlog_max']}"
+                        )
                         print(
-                            f"dashboard M={m} B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
-                            f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, backlog max {row['backlog_max']}, "
-                            f"drops {row['dropped_steps']}",
+                            f"{side} M={m} B={b} S={s:g}: {row['offered_events_per_s']:.0f} ev/s, "
+                            f"lag p99 {fmt(row['lag_p99_s'], '.3f')} s, drops {row['dropped_steps']}, {extra}",
                             flush=True,
                         )
     finally:

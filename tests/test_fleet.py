@@ -278,7 +278,7 @@ def test_conversations_by_index_agree_with_the_longest_prefix_rule():
     prefix of the new one, else a new conversation."""
     import random
 
-    from specterm.session.attach import Conversations
+    from specterm.session.conversations import Conversations
 
     rng = random.Random(7)
     system = [rng.randrange(50) for _ in range(30)]

@@ -11,11 +11,8 @@ and detokenisation as the in-process engine (``engine/verdicts.py``). Around it:
   publisher dropped, the server gone (its open requests end as ``server stopped``, keeping what came)
   and back (ZeroMQ reconnects by itself; a new server process is named as a restart).
 
-Conversations: an agent on the client side sends request after request, each prompt the previous one
-plus its answer and a tool result. A request whose prompt starts with an earlier request's whole
-prompt continues that request's conversation (the longest such prefix wins); anything else starts one.
-One ``Conversations`` serves every replica of a fleet (``session/fleet.py``): a router may send an
-agent's next step to another replica, so the match does not stop at a replica boundary.
+Conversations: each request is placed in the client conversation it continues
+(``session/conversations.py``), across every replica of a fleet.
 
 Threading: ``Attach.run`` (or the ``Fleet`` that drives it: ``connect`` / ``on_ready`` / ``close``) is
 the only reader of the socket and calls ``sink`` from its own thread; ``stop()`` may come from any thread.
@@ -23,7 +20,6 @@ the only reader of the socket and calls ``sink`` from its own thread; ``stop()``
 
 from __future__ import annotations
 
-import bisect
 import os
 import threading
 import time
@@ -48,6 +44,7 @@ from specterm.events import (
     Speculation,
 )
 from specterm.paths import portable
+from specterm.session.conversations import Conversations
 
 START_HINT = (
     "start the server with specterm's publishing scheduler: specterm vllm-serve MODEL "
@@ -113,69 +110,6 @@ class _Request:
     ids: list[int] = field(default_factory=list)
     shown_id: str = ""
     """The id its events carry: the server's, unless another replica of the fleet already used it."""
-
-
-@dataclass
-class _Conversation:
-    name: str
-    prompt: list[int]
-    turns: int = 1
-    key: tuple[int, int] = (0, 0)
-    """Its place in ``Conversations``' index: (prompt length, prompt hash)."""
-
-
-class Conversations:
-    """Client conversations by prompt prefix (module doc), for one server or a whole fleet.
-
-    Indexed, not scanned: a request's prompt is hashed once per prefix length (a polynomial rolling
-    hash), and only the conversations whose prompt has one of those lengths and hashes are compared
-    token by token. Scanning every conversation cost 0.4 ms per request at 1,000 conversations and
-    4 ms at 5,000 (``benchmarks/attach_scale.py``, 40 s at 15,000 events/s: the viewer fell 32 s
-    behind), and a fleet fills the list fast."""
-
-    _BASE, _MOD = 1_000_003, (1 << 61) - 1
-
-    def __init__(self) -> None:
-        self.all: list[_Conversation] = []
-        self._index: dict[tuple[int, int], _Conversation] = {}
-        """(prompt length, prompt hash) → the conversation whose prompt that is now."""
-        self._lengths: list[int] = []
-        """The prompt lengths in ``_index``, ascending (with repeats: one per conversation)."""
-
-    def place(self, prompt: list[int]) -> tuple[str, int]:
-        """The conversation ``prompt`` continues (or a new one) and which step of it this is."""
-        hashes = [0]
-        h, base, mod = 0, self._BASE, self._MOD
-        for tok in prompt:
-            h = (h * base + tok + 1) % mod
-            hashes.append(h)
-        best = None
-        stop = bisect.bisect_right(self._lengths, len(prompt))
-        for length in dict.fromkeys(reversed(self._lengths[:stop])):  # the longest prefix first
-            c = self._index.get((length, hashes[length]))
-            if c is not None and c.prompt == prompt[:length]:
-                best = c
-                break
-        if best is None:
-            best = _Conversation(f"c{len(self.all) + 1}", list(prompt))
-            self.all.append(best)
-            self._add(best, hashes[-1])
-            return best.name, 1
-        self._remove(best)
-        best.turns += 1
-        best.prompt = list(prompt)
-        self._add(best, hashes[-1])
-        return best.name, best.turns
-
-    def _add(self, c: _Conversation, h: int) -> None:
-        c.key = (len(c.prompt), h)
-        self._index.setdefault(c.key, c)
-        bisect.insort(self._lengths, len(c.prompt))
-
-    def _remove(self, c: _Conversation) -> None:
-        if self._index.get(c.key) is c:
-            del self._index[c.key]
-        del self._lengths[bisect.bisect_left(self._lengths, c.key[0])]
 
 
 class Attach:

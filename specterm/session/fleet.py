@@ -41,7 +41,8 @@ from specterm.engine import wire
 from specterm.engine.base import SessionClock
 from specterm.errors import ConfigError
 from specterm.events import Error, Sink
-from specterm.session.attach import Attach, AttachError, Conversations, check_address
+from specterm.session.attach import Attach, AttachError, check_address
+from specterm.session.conversations import Conversations
 
 PROBE_S = 1.0
 """Seconds between looks for a target's next data-parallel rank."""
