@@ -110,7 +110,7 @@ def targets_from_args(args: argparse.Namespace) -> list:
     metrics = args.metrics or [None]
     if len(tokens) not in (1, len(addrs)):
         raise ConfigError(f"{len(tokens)} --token for {len(addrs)} addresses: give one for all, or one per address")
-    if len(metrics) not in (1, len(addrs)) or (args.metrics and len(metrics) != len(addrs)):
+    if args.metrics and len(metrics) != len(addrs):
         raise ConfigError(f"{len(metrics)} --metrics for {len(addrs)} addresses: give one per address")
     targets = []
     for i, addr in enumerate(addrs):

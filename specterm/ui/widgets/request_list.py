@@ -1,11 +1,13 @@
 """The server's requests, for ``specterm attach``: newest first, each with its replica·rank (a fleet),
-its conversation step and state; choosing one pins the panels' "request" column to it and scrolls the transcript to it, and
-"follow newest" goes back to following whatever the server runs last.
+its conversation step and state; choosing one pins the panels' "request" column to it and scrolls the
+transcript to it, and "follow newest" goes back to following whatever the server runs last.
 
 Rebuilt only when a request starts or finishes (``sync`` is called once per drained batch and compares
 a counter), never per token: a busy server streams thousands of steps a second."""
 
 from __future__ import annotations
+
+import itertools
 
 from textual.message import Message
 from textual.widgets import OptionList
@@ -57,7 +59,7 @@ class RequestList(OptionList):
         options = [Option(("● " if pinned is None else "○ ") + "follow newest", id=FOLLOW)]
         replica, of = self.state.replica_filter, self.state.summary.replica_of
         shown = (rid for rid in reversed(self._started) if replica is None or of.get(rid) == replica)
-        for rid in list(shown)[:SHOWN]:
+        for rid in itertools.islice(shown, SHOWN):
             options.append(Option(self._label(rid, rid == pinned), id=rid))
         highlighted = self.highlighted
         self.set_options(options)
