@@ -137,7 +137,9 @@ def test_the_acceptance_panel_shows_draft_passes_once_the_grammar_drafted(width)
 
     state = ViewState()
     panel = AcceptancePanel(state)
-    styles = {name: Style() for name in ("meta", "body", "title")}
+    from specterm.ui.widgets.styles import TEXT_CLASSES, TOKEN_CLASSES
+
+    styles = {name: Style() for name in (*TOKEN_CLASSES, *TEXT_CLASSES)}  # every name style_map gives
     state.add(_step(4, 2, passes=4))
     assert "pass" not in panel.body(styles, width).plain  # plain drafting: nothing new
     state.add(_step(4, 3, passes=1, grammar_drafts=3))
