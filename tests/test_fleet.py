@@ -306,3 +306,19 @@ def test_conversations_by_index_agree_with_the_longest_prefix_rule():
         assert conv.place(prompt) == (best[0], best[2])
         live.append(prompt)
     assert len(naive) > 20 and max(c[2] for c in naive) > 5
+
+
+def test_drops_made_before_a_viewer_came_are_not_its_own(sock_dir, tok):
+    """A batch carries the publisher's running total of drops; a viewer that connects after the server
+    dropped steps for someone else reports none of them as its own."""
+    a = Scheduler(sock_dir / "a.sock", tok)
+    a.pub.dropped = 7  # steps an earlier viewer missed
+    w = Watch([Target(f"ipc://{a.path}")], probe=False)
+    try:
+        a.wait_for_viewer()
+        a.request("q1", [1, 2, 3], [4, 5, 6, 7])
+        w.until(lambda e: isinstance(e, RequestFinished))
+        assert not any("dropped by the server" in m for m in _warnings(w))
+    finally:
+        w.stop()
+        a.close()

@@ -159,6 +159,8 @@ class Attach:
         """Every request's assembler, finished ones too (their stats: totals and reconciliation)."""
         self._tok: Any = None
         self._stop = threading.Event()
+        self._fresh = True
+        """No batch yet since (re)connecting: the next one sets the baseline of ``dropped``."""
         self._connected = False
 
     def stop(self) -> None:
@@ -238,6 +240,7 @@ class Attach:
             return
         self._connected = up
         if up:
+            self._fresh = True
             tcp = (
                 " (over TCP only with the server's token: with another one nothing arrives)"
                 if self.addr.startswith("tcp://")
@@ -330,6 +333,11 @@ class Attach:
         return self._tok
 
     def _on_batch(self, b: wire.Batch) -> None:
+        if self._fresh:
+            # ``dropped`` is the publisher's running total: what it dropped before this viewer was
+            # connected was not this viewer's, and the first batch a new subscriber gets was queued
+            # before anything could be dropped for it
+            self._fresh, self.dropped = False, b.dropped
         if b.dropped > self.dropped:
             self._warn(
                 f"{b.dropped - self.dropped} engine steps dropped by the server (this viewer fell "
