@@ -316,10 +316,10 @@ class Fleet:
         out = []
         for r in self.replicas:
             url = r.target.metrics
-            if url is None or before.get(url) is None:
+            if url is None or url not in before or isinstance(before[url], str):
                 continue  # no URL, or unreadable when the attach began (said then)
+            ours = r.attach.totals_since_restart()  # all of them without a restart
             if isinstance(after[url], str):
-                ours = r.attach.totals()
                 out.append(
                     EngineCounters(
                         t=self.clock(),
@@ -333,12 +333,11 @@ class Fleet:
                 )
                 continue
             engine = r.attach.hello.dp_index if r.attach.hello else r.rank
-            if isinstance(before[url], str):
-                continue
-            then, now = before[url].get(engine, {}), after[url].get(engine, {})
             restarted = r.attach.base is not None
-            ours = r.attach.totals_since_restart() if restarted else r.attach.totals()
-            theirs = {k: now.get(k, 0) - (0 if restarted else then.get(k, 0)) for k in ours}
+            # a restarted server's counters start from 0 with its new process
+            then = {} if restarted else before[url].get(engine, {})
+            now = after[url].get(engine, {})
+            theirs = {k: now.get(k, 0) - then.get(k, 0) for k in ours}
             ok = ours == theirs
             detail = "" if ok else "requests that ran before or after the attach count there too"
             if restarted:
