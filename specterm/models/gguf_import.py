@@ -27,6 +27,7 @@ build runs fastest); quantisation is not preserved — the output is a dense mod
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -107,6 +108,11 @@ def import_gguf(
     src: str | Path, dest: str | Path, *, dtype: str = "bfloat16", progress: Progress | None = None
 ) -> dict:
     """Convert ``src`` (a .gguf file) into the model directory ``dest``; returns the import record."""
+    with _one_read():
+        return _import(src, dest, dtype=dtype, progress=progress)
+
+
+def _import(src: str | Path, dest: str | Path, *, dtype: str, progress: Progress | None) -> dict:
     src, dest = Path(src).expanduser(), Path(dest).expanduser()
     if dtype not in DTYPES:
         raise GGUFImportError(f"bad --dtype {dtype!r}; choose from {', '.join(DTYPES)}")
@@ -175,6 +181,37 @@ def _plain_permissions(root: Path) -> None:
     os.chmod(root, 0o777 & ~umask)
     for f in root.iterdir():
         os.chmod(f, 0o666 & ~umask)
+
+
+@contextmanager
+def _one_read() -> Iterator[None]:
+    """Read each GGUF file's header once for the whole import. transformers builds a new
+    ``GGUFReader`` for the config, the weights and the tokenizer, and each parses every tokenizer
+    string in Python (2.7 s each for SmolLM2's 49,152 tokens, here); it also rebuilds gguf's
+    tensor-name map for every tensor (10 ms each, ~400 of them), the same map each time. While this
+    is active, a file already read gives the same (read-only) reader and an (architecture, layers)
+    pair the same map: SmolLM2's import took 27 s → 15 s here, the files written byte-identical.
+    Both names are read from ``gguf`` at call time by transformers' loader; where they are not, the
+    import works as before, only slower."""
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    original_reader, original_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], object] = {}
+
+    def reader(path, mode="r"):
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = original_reader(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.cache(original_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = original_reader, original_map
 
 
 @contextmanager
