@@ -79,3 +79,31 @@ def test_smollm2_imports_with_weights_tokenizer_and_chat_template(smollm2):
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert text.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
     assert sorted(p.name for p in d.iterdir() if p.name.endswith(".safetensors")) == ["model.safetensors"]
+
+
+def test_an_import_reads_each_gguf_header_once_through_transformers_loader(tmp_path, monkeypatch):
+    """Pins what ``gguf_import._one_read`` relies on (transformers 5.x, gguf 0.19): transformers'
+    GGUF loader takes ``GGUFReader`` (and ``get_tensor_name_map``) from ``gguf`` when it is called.
+    Three loads of one real GGUF file inside one import build one reader; afterwards the names are
+    gguf's own again. If transformers binds them at import time instead, this fails (and imports are
+    only slower, not wrong)."""
+    import gguf
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from specterm.models.gguf_import import _one_read
+
+    made: list[str] = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, path, *args, **kwargs):
+            made.append(str(path))
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    src = _gguf(tmp_path / "model.gguf")
+    with _one_read():
+        for _ in range(3):
+            assert "config" in load_gguf_checkpoint(str(src), return_tensors=False)
+    assert made == [str(src)]
+    assert gguf.GGUFReader is Counting and load_gguf_checkpoint(str(src), return_tensors=False)
+    assert len(made) == 2  # outside an import: a reader per load, as transformers does

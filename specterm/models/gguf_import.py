@@ -192,7 +192,8 @@ def _one_read() -> Iterator[None]:
     is active, a file already read gives the same (read-only) reader and an (architecture, layers)
     pair the same map: SmolLM2's import took 27 s → 15 s here, the files written byte-identical.
     Both names are read from ``gguf`` at call time by transformers' loader; where they are not, the
-    import works as before, only slower."""
+    import works as before, only slower (``tests/test_models_import.py`` pins it: one reader per
+    file for three loads)."""
     try:
         import gguf
     except ImportError:
