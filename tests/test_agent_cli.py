@@ -65,31 +65,16 @@ def test_schema_and_agent_do_not_mix(capsys):
 
 
 @pytest.mark.engine
-def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path):
+def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path, monkeypatch, capsys):
+    """In this process (``specterm run`` in a subprocess of its own is ``test_cli_run``'s): the
+    suite's first engine, and no second import of vLLM for it."""
     (tmp_path / "budget").mkdir()
     (tmp_path / "budget" / "agent.toml").write_text(SMALL)
-    env = dict(os.environ, SPECTERM_AGENTS_DIR=str(tmp_path))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "specterm",
-            "run",
-            "--json",
-            "--agent",
-            "budget",
-            "--target",
-            tiny_pair[0],
-            "--draft",
-            tiny_pair[1],
-            "--no-record",
-            "Budget for 99.9% over 30 days?",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    monkeypatch.setenv("SPECTERM_AGENTS_DIR", str(tmp_path))
+    argv = ["run", "--json", "--agent", "budget", "--target", tiny_pair[0], "--draft", tiny_pair[1]]
+    rc = main([*argv, "--no-record", "Budget for 99.9% over 30 days?"])
+    out = capsys.readouterr()
+    proc = subprocess.CompletedProcess(argv, rc, out.out, out.err)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     events = [parse_event(line) for line in proc.stdout.splitlines()]
     assert isinstance(events[0], SessionStarted) and events[0].agent == "budget"

@@ -18,28 +18,39 @@ import socket
 from pathlib import Path
 
 import pytest
-from test_attach import PROMPTS, Attacher, Server, _by_request, started
+from test_attach import PROMPTS, Attacher, Server, _by_request, early, started
 
 from specterm.engine import wire
 
 pytestmark = pytest.mark.engine
 
 
+class DpServers:
+    """The module's two servers, started (not yet ready): by ``test_attach``'s fixture when both
+    modules run, so they start beside its tests, else by this module's."""
+
+    def __init__(self, smollm2: str, tmp: Path) -> None:
+        self.tmp = tmp
+        # A live listener on the second server's socket: the address is taken by "another server".
+        self.held = socket.socket(socket.AF_UNIX)
+        self.held.bind(str(tmp / "held.sock"))
+        self.held.listen(1)
+        self.dp = Server(smollm2, tmp, "dp", spec=True, extra=("--data-parallel-size", "2"))
+        self.blocked = Server(smollm2, tmp, "held", spec=True, plain_vllm=True)
+
+    def stop(self) -> None:  # idempotent: the module's teardown, then the session's cleanup
+        self.dp.stop()
+        self.blocked.stop()
+        self.held.close()
+
+
 @pytest.fixture(scope="module")
 def dp_servers(smollm2, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dp")
-    # A live listener on the second server's socket: the address is taken by "another server".
-    held = socket.socket(socket.AF_UNIX)
-    held.bind(str(tmp / "held.sock"))
-    held.listen(1)
-    dp = Server(smollm2, tmp, "dp", spec=True, extra=("--data-parallel-size", "2"))
-    blocked = Server(smollm2, tmp, "held", spec=True, plain_vllm=True)
+    running = early.pop("dp", None) or DpServers(smollm2, tmp_path_factory.mktemp("dp"))
     try:
-        yield dp.wait_ready(), blocked.wait_ready(), tmp
+        yield running.dp.wait_ready(), running.blocked.wait_ready(), running.tmp
     finally:
-        dp.stop()
-        blocked.stop()
-        held.close()
+        running.stop()
         for att in started:
             att.stop()
 
