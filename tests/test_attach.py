@@ -66,6 +66,7 @@ class Server:
         env: dict | None = None,
         extra: tuple[str, ...] = (),
         plain_vllm: bool = False,
+        cores: str = "0",
     ) -> None:
         """``extra``: more vLLM flags. ``plain_vllm``: started as a user's own ``vllm serve`` with the
         scheduler flag and ``SPECTERM_PUBLISH`` (not through ``specterm vllm-serve``, which refuses
@@ -107,6 +108,9 @@ class Server:
             **os.environ,
             "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_NO_USAGE_STATS": "1",
+            # vLLM's automatic binding puts every server's worker on the same core (it keeps the
+            # other for the server's own processes): servers that generate at once get a core each.
+            "VLLM_CPU_OMP_THREADS_BIND": cores,
             **(env or {}),
         }
         with open(self.log, "wb") as log:
@@ -215,14 +219,14 @@ early: dict[str, object] = {}
 def servers(smollm2, tmp_path_factory, request):
     tmp = tmp_path_factory.mktemp("attach")
     spec = Server(smollm2, tmp, "spec", spec=True)
-    plain = Server(smollm2, tmp, "plain", spec=False)
+    plain = Server(smollm2, tmp, "plain", spec=False, cores="1")
     try:
         ready = spec.wait_ready(), plain.wait_ready(), tmp
         # A server's start is about 30 s of imports in three processes one after another, one core
         # busy of two, and this module's tests leave the other core half idle too. When the
         # data-parallel module runs later in this session, its servers start now, beside these
         # tests, and are stopped at the session's end if it never runs. Measured (both modules, 2
-        # cores): 245 s → 219 s. Started beside these two servers instead, five starts at once
+        # cores): 245 s → 205 s. Started beside these two servers instead, five starts at once
         # took longer than two then three (240 s).
         if "dp" not in early and any(item.path.name == "test_attach_dp.py" for item in request.session.items):
             from test_attach_dp import DpServers
@@ -494,7 +498,7 @@ def test_server_killed_mid_stream_then_back(servers):
         lambda e: e["type"] == "request_finished" and e["t"] > lost["t"] and e["finish_reason"] != "server stopped", 60
     )
     # another server on the same socket (a small queue, for the next test): attach reconnects by itself
-    again = Server(plain.model, tmp, "plain", spec=True, env={"SPECTERM_PUBLISH_BUFFER": "2"}).wait_ready()
+    again = Server(plain.model, tmp, "plain", spec=True, env={"SPECTERM_PUBLISH_BUFFER": "2"}, cores="1").wait_ready()
     servers_restarted.append(again)
     started.append(again)
     again.chat(PROMPTS[2], 8)

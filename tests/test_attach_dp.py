@@ -35,7 +35,7 @@ class DpServers:
         self.held = socket.socket(socket.AF_UNIX)
         self.held.bind(str(tmp / "held.sock"))
         self.held.listen(1)
-        self.dp = Server(smollm2, tmp, "dp", spec=True, extra=("--data-parallel-size", "2"))
+        self.dp = Server(smollm2, tmp, "dp", spec=True, extra=("--data-parallel-size", "2"), cores="0|1")
         self.blocked = Server(smollm2, tmp, "held", spec=True, plain_vllm=True)
 
     def stop(self) -> None:  # idempotent: the module's teardown, then the session's cleanup
