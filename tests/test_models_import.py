@@ -83,8 +83,8 @@ def test_smollm2_imports_with_weights_tokenizer_and_chat_template(smollm2):
 
 def test_an_import_reads_each_gguf_header_once_through_transformers_loader(tmp_path, monkeypatch):
     """Pins what ``gguf_import._one_read`` relies on (transformers 5.x, gguf 0.19): transformers'
-    GGUF loader takes ``GGUFReader`` (and ``get_tensor_name_map``) from ``gguf`` when it is called.
-    Three loads of one real GGUF file inside one import build one reader; afterwards the names are
+    GGUF loader takes ``GGUFReader`` from ``gguf`` when it is called (``get_tensor_name_map`` the
+    same way, a line above it in transformers). Three loads of one real GGUF file inside one import build one reader; afterwards the names are
     gguf's own again. If transformers binds them at import time instead, this fails (and imports are
     only slower, not wrong)."""
     import gguf
@@ -100,10 +100,12 @@ def test_an_import_reads_each_gguf_header_once_through_transformers_loader(tmp_p
             super().__init__(path, *args, **kwargs)
 
     monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    name_map = gguf.get_tensor_name_map
     src = _gguf(tmp_path / "model.gguf")
     with _one_read():
         for _ in range(3):
             assert "config" in load_gguf_checkpoint(str(src), return_tensors=False)
     assert made == [str(src)]
-    assert gguf.GGUFReader is Counting and load_gguf_checkpoint(str(src), return_tensors=False)
+    assert gguf.GGUFReader is Counting and gguf.get_tensor_name_map is name_map
+    assert load_gguf_checkpoint(str(src), return_tensors=False)
     assert len(made) == 2  # outside an import: a reader per load, as transformers does
