@@ -171,6 +171,23 @@ def test_latency_spike_once_per_run_of_slow_steps():
     assert _findings(_request("r", steps, json_schema=False)) == []
 
 
+def test_a_slow_engine_step_that_prefills_a_new_request_is_not_a_spike():
+    """A burst of arrivals: the engine step that prefills a new request is slow for the requests
+    already decoding in it, whose steps the stream gives first, all with that step's wall time. Not
+    a spike when the new request's first step follows in the same engine step; a spike without it."""
+    steps = PROSE
+    median = sorted(s.wall_s for s in steps)[len(steps) // 2]
+    slow = max(median * 50, 0.8)
+    burst = steps[60].model_copy(update={"wall_s": slow})
+    arrival = steps[0].model_copy(update={"request_id": "new", "index": 0, "wall_s": slow})
+    after = _request("r", steps[:60] + [burst] + steps[61:80], json_schema=False)
+    at = next(i for i, e in enumerate(after) if getattr(e, "wall_s", None) == slow) + 1
+    with_prefill = [*after[:at], RequestStarted(request_id="new"), arrival, *after[at:]]
+    assert _findings(with_prefill) == []
+    found = _findings(after)
+    assert _kinds(found) == ["latency_spike"] and found[0].evidence["wall_s"] == slow
+
+
 # -- surfaced: replay, summary, config ----------------------------------------------------------------------
 
 

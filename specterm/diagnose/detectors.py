@@ -42,7 +42,7 @@ class _Scope:
     __slots__ = (
         "win", "wk", "wa", "wbad", "wpass", "wtok",
         "bsteps", "bk", "ba", "bpass", "btok",
-        "collapse", "invalid", "passes", "spiking", "ring", "decode_steps", "median", "agent_kind",
+        "collapse", "invalid", "passes", "spiking", "held", "ring", "decode_steps", "median", "agent_kind",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -53,6 +53,7 @@ class _Scope:
         self.ring: deque[float] = deque(maxlen=_LATENCY_RING)
         self.decode_steps = 0
         self.median: float | None = None
+        self.held: Finding | None = None  # a spike waiting for the rest of its engine step
         self.agent_kind: str | None = None
 
 
@@ -124,9 +125,7 @@ class Diagnoser:
         req = self._requests.get(step.request_id) or self._request(step.request_id, step.lane)
         req.tail.extend(step.tokens)
         scope = self._scopes.get(step.lane) or self._scope(step.lane)
-        out: tuple[Finding, ...] | list[Finding] = _NONE
-        if step.index:  # the first step of a request is its prefill: no decode latency to compare
-            out = self._latency(scope, step)
+        out = self._latency(scope, step)
         k = len(step.drafted)
         bad = step.invalid_drafts + step.dropped_drafts
         if k or bad:
@@ -223,23 +222,37 @@ class Diagnoser:
         )
 
     def _latency(self, sc: _Scope, step: Any) -> tuple[Finding, ...]:
+        """A decode step far above the running median. The first step of a request is its prefill,
+        and an engine step that prefills one request is slow for every request in it; its decode
+        steps come first in the stream (the sample sessions show the order), all with the engine
+        step's wall time. So a spike is held until the next step of a later engine step (another
+        wall time) and dropped when a prefill of its own engine step follows it: a burst of new
+        requests is not a spike. A held spike shows one step late, and one in the very last engine
+        step of a stream is not reported."""
         th, wall, median = self.thresholds, step.wall_s, sc.median
+        out: tuple[Finding, ...] = _NONE
+        held = sc.held
+        if held is not None and wall != held.evidence["wall_s"]:  # reported now, in stream order
+            sc.held, out = None, (held.model_copy(update={"t": step.t}),)
+        if not step.index:  # a prefill: nothing to compare, and it clears its engine step's spike
+            if held is not None and sc.held is held:
+                sc.held, sc.spiking = None, False
+            return out
         if median is not None and wall > median * th.spike_ratio and wall - median >= th.spike_min_s:
             if sc.spiking:
-                return _NONE  # the same run of slow steps (a batch's requests share one engine step)
+                return out  # the same run of slow steps (a batch's requests share one engine step)
             sc.spiking = True
-            return (
-                Finding(
-                    t=step.t,
-                    lane=step.lane,
-                    kind="latency_spike",
-                    request_id=step.request_id,
-                    message=f"step {step.index} of {step.request_id} took {wall * 1e3:.0f} ms, "
-                    f"{wall / median if median else float('inf'):.0f}× the running median of "
-                    f"{median * 1e3:.1f} ms (preemption, swapping, a recompile?)",
-                    evidence={"wall_s": wall, "median_s": median},
-                ),
+            sc.held = Finding(
+                t=step.t,
+                lane=step.lane,
+                kind="latency_spike",
+                request_id=step.request_id,
+                message=f"step {step.index} of {step.request_id} took {wall * 1e3:.0f} ms, "
+                f"{wall / median if median else float('inf'):.0f}× the running median of "
+                f"{median * 1e3:.1f} ms (preemption, swapping, a recompile?)",
+                evidence={"wall_s": wall, "median_s": median},
             )
+            return out
         sc.spiking = False  # a spike is kept out of the median it is measured against
         sc.ring.append(wall)
         sc.decode_steps += 1
@@ -247,7 +260,7 @@ class Diagnoser:
         if n >= th.spike_warmup and (median is None or n % _MEDIAN_EVERY == 0):
             ring = sorted(sc.ring)
             sc.median = ring[len(ring) // 2]
-        return _NONE
+        return out
 
     # -- per request: outliers and loops ----------------------------------------------------------------
 
