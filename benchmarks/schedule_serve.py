@@ -305,6 +305,44 @@ def goals(rows: list[dict], levels: list[int]) -> list[dict]:
     return out
 
 
+def served_schedule(rows: list[dict], args) -> str:
+    """The schedule this run's served rows imply: ``specterm.bench.schedule.build`` (bench's own
+    rule) on the no-speculation and fixed-k throughputs measured here, each level's batch size taken
+    as the level (a server's steps at a level run about that many requests; the ramp up and the
+    drain run fewer). On the CPU build a server's worker gets one core (vLLM's automatic binding)
+    where specterm's in-process engine, which ``bench`` measures, uses both, so the crossover can
+    differ: a schedule for a server is best measured on it."""
+    from specterm.bench.load import LevelResult
+    from specterm.bench.runner import TARGET_ONLY
+    from specterm.bench.schedule import build
+    from specterm.errors import ConfigError
+
+    results = [
+        LevelResult(
+            config=TARGET_ONLY if r["config"] == NO_SPEC else f"{args.method} {r['config']}",
+            level=r["level"],
+            throughput=r["tok_s"],
+            p50_s=None,
+            p95_s=None,
+            ttft_s=None,
+            acceptance=None,
+            mal=None,
+            ratio=r["x_no_spec"],
+        )
+        for r in rows
+        if r["config"] != SCHEDULE
+    ]
+    try:
+        measured = build(results, {}, args.max_num_seqs)
+    except ConfigError as err:
+        return f"no schedule from these rows: {err}"
+    if measured is None:
+        return "these rows imply no speculation at any level measured: serve without it"
+    text = json.dumps([list(r) for r in measured.schedule])
+    used = ", ".join(f"{level} in flight → k {k}" for level, _batch, k in measured.levels)
+    return f"the served rows imply {text} ({used}); check it with --schedule '{text}'"
+
+
 def table(rows: list[dict], args) -> list[str]:
     lines = [
         f"{Path(args.model).name}, {args.method}, workload {args.workload}, max_tokens {args.max_tokens}, "
@@ -388,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = goals(with_ratios(rows), args.levels)
     lines = table(rows, args) + [""]
     lines += [f"level {g['level']}: {g['goal']}: {g['value']:.3f} {'met' if g['met'] else 'NOT met'}" for g in verdicts]
-    print("\n".join(lines))
+    implied = served_schedule(rows, args)
+    print("\n".join([*lines, implied]))
     if args.json:
         result = {
             "machine": machine(),
@@ -398,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": round(time.monotonic() - started, 1),
             "results": rows,
             "goals": verdicts,
+            "served_rows_imply": implied,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")

@@ -152,3 +152,27 @@ def test_replay_summary_shows_steps_per_k_and_their_batch_sizes(tmp_path, capsys
     assert main(["replay", str(path), "--summary"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "steps per k @ batch size" in out and "k4 ×1 @1 · k0 ×2 @4–5" in out
+
+
+def test_schedule_serve_turns_its_served_rows_into_the_schedule_they_imply():
+    """``benchmarks/schedule_serve.py`` ends with the schedule its own no-speculation and fixed-k rows
+    imply (bench's rule on served throughputs): on the recorded runs, k = 2 at 1 in flight and off at
+    8 where both fixed k lost; nothing where speculation never paid."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    spec = importlib.util.spec_from_file_location("schedule_serve", bench / "schedule_serve.py")
+    serve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(serve)
+
+    def implied(name: str) -> str:
+        run = json.loads((bench / "results" / name).read_text())
+        args = argparse.Namespace(method=run["args"]["method"], max_num_seqs=run["args"]["max_num_seqs"])
+        return serve.served_schedule(serve.with_ratios(run["results"]), args)
+
+    assert implied("schedule_serve_smollm2_ngram_bench_schedule.json").startswith(
+        "the served rows imply [[1, 4, 2], [5, 8, 0]] (1 in flight → k 2, 8 in flight → k 0)"
+    )
+    assert "no speculation at any level" in implied("schedule_serve_smollm2_agent_prose.json")
