@@ -184,6 +184,11 @@ def test_a_slow_engine_step_that_prefills_a_new_request_is_not_a_spike():
     at = next(i for i, e in enumerate(after) if getattr(e, "wall_s", None) == slow) + 1
     with_prefill = [*after[:at], RequestStarted(request_id="new"), arrival, *after[at:]]
     assert _findings(with_prefill) == []
+    # another request decoding in that engine step, given after the prefill: not a spike either
+    other = burst.model_copy(update={"request_id": "other", "index": 5})
+    assert (
+        _findings([*with_prefill[: at + 2], RequestStarted(request_id="other"), other, *with_prefill[at + 2 :]]) == []
+    )
     found = _findings(after)
     assert _kinds(found) == ["latency_spike"] and found[0].evidence["wall_s"] == slow
 

@@ -42,7 +42,7 @@ class _Scope:
     __slots__ = (
         "win", "wk", "wa", "wbad", "wpass", "wtok",
         "bsteps", "bk", "ba", "bpass", "btok",
-        "collapse", "invalid", "passes", "spiking", "held", "ring", "decode_steps", "median", "agent_kind",
+        "collapse", "invalid", "passes", "spiking", "held", "prefill_wall", "ring", "decode_steps", "median", "agent_kind",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -54,6 +54,7 @@ class _Scope:
         self.decode_steps = 0
         self.median: float | None = None
         self.held: Finding | None = None  # a spike waiting for the rest of its engine step
+        self.prefill_wall: float | None = None  # the wall time of the last engine step that prefilled
         self.agent_kind: str | None = None
 
 
@@ -226,8 +227,8 @@ class Diagnoser:
         and an engine step that prefills one request is slow for every request in it; its decode
         steps come first in the stream (the sample sessions show the order), all with the engine
         step's wall time. So a spike is held until the next step of a later engine step (another
-        wall time) and dropped when a prefill of its own engine step follows it: a burst of new
-        requests is not a spike. A held spike shows one step late, and one in the very last engine
+        wall time) and dropped when a prefill of its own engine step follows it; decode steps given
+        after such a prefill are not candidates at all. A burst of new requests is not a spike. A held spike shows one step late, and one in the very last engine
         step of a stream is not reported."""
         th, wall, median = self.thresholds, step.wall_s, sc.median
         out: tuple[Finding, ...] = _NONE
@@ -235,11 +236,12 @@ class Diagnoser:
         if held is not None and wall != held.evidence["wall_s"]:  # reported now, in stream order
             sc.held, out = None, (held.model_copy(update={"t": step.t}),)
         if not step.index:  # a prefill: nothing to compare, and it clears its engine step's spike
+            sc.prefill_wall = wall
             if held is not None and sc.held is held:
                 sc.held, sc.spiking = None, False
             return out
         if median is not None and wall > median * th.spike_ratio and wall - median >= th.spike_min_s:
-            if sc.spiking:
+            if sc.spiking or wall == sc.prefill_wall:
                 return out  # the same run of slow steps (a batch's requests share one engine step)
             sc.spiking = True
             sc.held = Finding(
