@@ -21,6 +21,7 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -211,6 +212,7 @@ def main() -> int:
             attach.kill()
         for proc in procs.values():
             stop(proc)
+        shutil.rmtree(tmp, ignore_errors=True)  # the servers' logs, socket and vLLM cache
     return 0
 
 

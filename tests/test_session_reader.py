@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -261,6 +262,16 @@ def test_unreadable_permissions(tmp_path):
 # -- fuzzing: the reader returns normally or raises SessionFileError, nothing else ------------------
 
 _FUZZ_DIR = Path(tempfile.mkdtemp(prefix="specterm-fuzz-"))
+"""One file rewritten per example (hypothesis runs many examples per test, a tmp_path would be one
+per test); removed when the module ends."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_fuzz_dir():
+    yield
+    shutil.rmtree(_FUZZ_DIR, ignore_errors=True)
+
+
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
