@@ -73,9 +73,8 @@ def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path, monkeypatch, ca
     argv = ["run", "--json", "--agent", "budget", "--target", tiny_pair[0], "--draft", tiny_pair[1]]
     rc = main([*argv, "--no-record", "Budget for 99.9% over 30 days?"])
     out = capsys.readouterr()
-    proc = subprocess.CompletedProcess(argv, rc, out.out, out.err)
-    assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    events = [parse_event(line) for line in proc.stdout.splitlines()]
+    assert rc in (0, 1), out.err[-2000:]
+    events = [parse_event(line) for line in out.out.splitlines()]
     assert isinstance(events[0], SessionStarted) and events[0].agent == "budget"
     assert [e.type for e in events][1] == "user_message" and events[-1].type == "session_ended"
     calls = [e for e in events if isinstance(e, ToolCall)]
@@ -84,12 +83,12 @@ def test_run_agent_json_is_an_agent_session(tiny_pair, tmp_path, monkeypatch, ca
     assert results[0].ok and results[0].content.startswith("error budget for")
     finished = [e for e in events if isinstance(e, AgentStepFinished)]
     assert finished[-1].kind in ("answer", "tool_call")
-    assert proc.returncode == (0 if finished[-1].ok else 1)
+    assert rc == (0 if finished[-1].ok else 1)
     if finished[-1].ok:  # the answer is an event, so a replay of the recording shows it like run did
         answer = finished[-1].answer
         assert answer and [f for f in finished if f.answer is not None] == [finished[-1]]
         session = tmp_path / "s.jsonl"
-        session.write_text(proc.stdout)
+        session.write_text(out.out)
         replay = subprocess.run(
             [sys.executable, "-m", "specterm", "replay", "--headless", "--speed", "0", str(session)],
             capture_output=True,

@@ -237,7 +237,7 @@ class Diagnoser:
             sc.held, out = None, (held.model_copy(update={"t": step.t}),)
         if not step.index:  # a prefill: nothing to compare, and it clears its engine step's spike
             sc.prefill_wall = wall
-            if held is not None and sc.held is held:
+            if sc.held is not None:  # still held: the spike was this engine step's
                 sc.held, sc.spiking = None, False
             return out
         if median is not None and wall > median * th.spike_ratio and wall - median >= th.spike_min_s:
